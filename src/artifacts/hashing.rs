@@ -1,0 +1,161 @@
+//! Content hashes of weight files: streamed sha256 (sha2 picks SHA-NI at run time when the
+//! CPU has it), with reading and hashing overlapped on large files.
+use std::fs::File;
+use std::io::{ErrorKind, Read};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+
+use sha2::{Digest, Sha256};
+
+use super::{FileHash, WeightFile, WeightsIdentity};
+use crate::error::{Error, Result};
+
+/// Read size. Large reads keep syscall overhead negligible next to hashing.
+const CHUNK: usize = 2 << 20;
+/// Files at least this large are read on a second thread while the first one hashes.
+const PIPELINE_MIN: u64 = 8 << 20;
+/// Buffers in flight between the reader and the hasher.
+const BUFFERS: usize = 3;
+
+/// Lowercase hex sha256 of bytes in memory.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Fill `buf` as far as the file allows; returns the byte count (0 at end of file).
+fn fill(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Streamed sha256 of a file, as lowercase hex (what `sha256sum` prints).
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let digest = if len >= PIPELINE_MIN {
+        hash_pipelined(file).map_err(|e| Error::io(path, e))?
+    } else {
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; CHUNK.min(len as usize + 1).max(4096)];
+        loop {
+            let n = fill(&mut file, &mut buf).map_err(|e| Error::io(path, e))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+        }
+        hasher.finalize()
+    };
+    Ok(hex::encode(digest))
+}
+
+/// One thread reads into a small ring of buffers while this one hashes.
+fn hash_pipelined(mut file: File) -> std::io::Result<sha2::digest::Output<Sha256>> {
+    let (full_tx, full_rx) = mpsc::sync_channel::<std::io::Result<(Vec<u8>, usize)>>(BUFFERS);
+    let (free_tx, free_rx) = mpsc::sync_channel::<Vec<u8>>(BUFFERS);
+    for _ in 0..BUFFERS {
+        // The channel has room for BUFFERS items and its receiver is alive: this cannot fail.
+        let _ = free_tx.send(vec![0u8; CHUNK]);
+    }
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            while let Ok(mut buf) = free_rx.recv() {
+                match fill(&mut file, &mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if full_tx.send(Ok((buf, n))).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = full_tx.send(Err(e));
+                        break;
+                    }
+                }
+            }
+            // Dropping full_tx ends the hasher's loop.
+        });
+        let mut hasher = Sha256::new();
+        while let Ok(item) = full_rx.recv() {
+            let (buf, n) = item?;
+            hasher.update(&buf[..n]);
+            if free_tx.send(buf).is_err() {
+                break;
+            }
+        }
+        Ok(hasher.finalize())
+    })
+}
+
+/// sha256 over the lines "name\tsize\tsha256\n" of `files`, sorted by name.
+pub fn total_hash(files: &[FileHash]) -> String {
+    let mut sorted: Vec<&FileHash> = files.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut hasher = Sha256::new();
+    for f in sorted {
+        hasher.update(format!("{}\t{}\t{}\n", f.name, f.size, f.sha256).as_bytes());
+    }
+    hex::encode(hasher.finalize())
+}
+
+/// Hash every weight file (several at once when the machine has the cores).
+pub fn hash_files(weights: &[WeightFile]) -> Result<WeightsIdentity> {
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(weights.len()).max(1);
+    let next = AtomicUsize::new(0);
+    let mut results: Vec<Option<Result<FileHash>>> = (0..weights.len()).map(|_| None).collect();
+    let work = |out: &mut Vec<(usize, Result<FileHash>)>| loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(w) = weights.get(i) else { break };
+        let r = (|| {
+            let size = std::fs::metadata(&w.path).map_err(|e| Error::io(&w.path, e))?.len();
+            let sha256 = sha256_file(&w.path)?;
+            Ok(FileHash { name: w.name.clone(), size, sha256 })
+        })();
+        out.push((i, r));
+    };
+    if threads <= 1 {
+        let mut out = Vec::new();
+        work(&mut out);
+        for (i, r) in out {
+            results[i] = Some(r);
+        }
+    } else {
+        let outs: Vec<Vec<(usize, Result<FileHash>)>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut out = Vec::new();
+                        work(&mut out);
+                        out
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+        });
+        for (i, r) in outs.into_iter().flatten() {
+            results[i] = Some(r);
+        }
+    }
+    let mut files = Vec::with_capacity(weights.len());
+    for (i, r) in results.into_iter().enumerate() {
+        match r {
+            Some(r) => files.push(r?),
+            None => {
+                return Err(Error::in_file(&weights[i].path, "hashing this file did not finish")
+                    .hint("run the command again"))
+            }
+        }
+    }
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    let total = total_hash(&files);
+    Ok(WeightsIdentity { files, total })
+}

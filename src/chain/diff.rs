@@ -1,0 +1,150 @@
+//! Where two token sequences first differ, and what kind of difference it is. The class names
+//! the usual cause so a reader knows where to look (BUG-ZOO.md).
+use serde::Serialize;
+use serde_json::Value;
+use tokenizers::Tokenizer;
+
+use super::tokens::{decode, leading_count, show_tokens};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DivergenceClass {
+    /// The serving ids start with more BOS tokens than the SFT ids.
+    DoubleBos,
+    /// The serving ids start with fewer BOS tokens than the SFT ids.
+    MissingBos,
+    /// The prompt the server builds for a reply differs from the training context before the
+    /// assistant's tokens (missing, extra or different generation prompt).
+    GenerationPrompt,
+    /// The texts differ only in whitespace.
+    Whitespace,
+    /// A system prompt is handled differently (dropped, injected by default, moved).
+    SystemPrompt,
+    /// Role headers or turn markup differ (another chat format).
+    RoleFormat,
+    /// Same text, but a special token is one id on one side and several on the other.
+    SpecialTokenSplit,
+    Other,
+}
+
+impl DivergenceClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            DivergenceClass::DoubleBos => "double-bos",
+            DivergenceClass::MissingBos => "missing-bos",
+            DivergenceClass::GenerationPrompt => "generation-prompt",
+            DivergenceClass::Whitespace => "whitespace",
+            DivergenceClass::SystemPrompt => "system-prompt",
+            DivergenceClass::RoleFormat => "role-format",
+            DivergenceClass::SpecialTokenSplit => "special-token-split",
+            DivergenceClass::Other => "other",
+        }
+    }
+}
+
+/// The first difference between the serving ids and the SFT ids.
+#[derive(Debug, Clone)]
+pub struct Divergence {
+    pub position: usize,
+    pub class: DivergenceClass,
+    /// A few decoded tokens around the position, on each side.
+    pub serving_context: String,
+    pub sft_context: String,
+    pub serving_len: usize,
+    pub sft_len: usize,
+}
+
+pub fn first_difference(a: &[u32], b: &[u32]) -> Option<usize> {
+    if a == b {
+        return None;
+    }
+    Some(a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len())))
+}
+
+/// Compare serving ids with SFT ids; None when equal.
+pub fn diverge(tok_serving: &Tokenizer, serving: &[u32], tok_sft: &Tokenizer, sft: &[u32], bos: Option<u32>, messages: &[Value]) -> Option<Divergence> {
+    let position = first_difference(serving, sft)?;
+    let window = |ids: &[u32], tok: &Tokenizer| {
+        let lo = position.saturating_sub(3);
+        let hi = (position + 4).min(ids.len());
+        if lo >= hi {
+            return "(end of sequence)".to_string();
+        }
+        let mut s = show_tokens(tok, &ids[lo..hi]);
+        if hi < ids.len() {
+            s.push_str(" …");
+        }
+        s
+    };
+    Some(Divergence {
+        position,
+        class: classify(tok_serving, serving, tok_sft, sft, bos, messages, position),
+        serving_context: window(serving, tok_serving),
+        sft_context: window(sft, tok_sft),
+        serving_len: serving.len(),
+        sft_len: sft.len(),
+    })
+}
+
+fn classify(tok_s: &Tokenizer, s: &[u32], tok_t: &Tokenizer, t: &[u32], bos: Option<u32>, messages: &[Value], pos: usize) -> DivergenceClass {
+    let (bs, bt) = (leading_count(s, bos), leading_count(t, bos));
+    if bs > bt {
+        return DivergenceClass::DoubleBos;
+    }
+    if bs < bt {
+        return DivergenceClass::MissingBos;
+    }
+    let (text_s, text_t) = (decode(tok_s, s), decode(tok_t, t));
+    if text_s == text_t {
+        // Same characters, other ids: a special token matched on one side only.
+        let special = |tok: &Tokenizer, id: Option<&u32>| id.and_then(|&i| tok.id_to_token(i)).is_some_and(|t| is_markup(&t));
+        if special(tok_s, s.get(pos)) || special(tok_t, t.get(pos)) {
+            return DivergenceClass::SpecialTokenSplit;
+        }
+        return DivergenceClass::Other;
+    }
+    if strip_ws(&text_s) == strip_ws(&text_t) {
+        return DivergenceClass::Whitespace;
+    }
+    let p = text_s.chars().zip(text_t.chars()).take_while(|(a, b)| a == b).count();
+    let seg = |text: &str| text.chars().skip(p).take(40).collect::<String>();
+    let (seg_s, seg_t) = (seg(&text_s), seg(&text_t));
+    let first_user = |text: &str| first_content(messages, "user").and_then(|c| text.find(c)).map(|b| text[..b].chars().count());
+    let before_user = match (first_user(&text_s), first_user(&text_t)) {
+        (Some(a), Some(b)) => p < a.min(b) + 1,
+        _ => false,
+    };
+    let system = first_content(messages, "system");
+    let system_differs = system.is_some_and(|c| !c.is_empty() && text_s.contains(c) != text_t.contains(c));
+    if system_differs || (before_user && (has_prose(&seg_s) || has_prose(&seg_t)) && !looks_like_markup(&seg_s, &seg_t)) {
+        return DivergenceClass::SystemPrompt;
+    }
+    if looks_like_markup(&seg_s, &seg_t) {
+        return DivergenceClass::RoleFormat;
+    }
+    DivergenceClass::Other
+}
+
+fn first_content<'a>(messages: &'a [Value], role: &str) -> Option<&'a str> {
+    messages.iter().find(|m| m.get("role").and_then(Value::as_str) == Some(role)).and_then(|m| m.get("content")).and_then(Value::as_str)
+}
+
+fn strip_ws(s: &str) -> String {
+    s.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// Token text that is chat markup rather than prose: `<|im_start|>`, `<s>`, `[INST]`, `<start_of_turn>`.
+fn is_markup(t: &str) -> bool {
+    (t.starts_with('<') && t.ends_with('>')) || (t.starts_with('[') && t.ends_with(']'))
+}
+
+fn looks_like_markup(a: &str, b: &str) -> bool {
+    const ROLES: [&str; 6] = ["user", "assistant", "system", "<", "[INST]", "### "];
+    let head = |s: &str| s.chars().take(16).collect::<String>();
+    ROLES.iter().any(|r| head(a).contains(r) || head(b).contains(r))
+}
+
+/// Three or more words of natural language: a default system prompt, not markup.
+fn has_prose(s: &str) -> bool {
+    s.split_whitespace().filter(|w| w.chars().all(|c| c.is_alphabetic() || c == ',' || c == '.') && w.len() > 1).count() >= 3
+}

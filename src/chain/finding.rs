@@ -1,0 +1,93 @@
+//! A finding is one check's verdict at one boundary. Reports order findings by boundary, so
+//! the first broken link of the chain is the first thing a person reads.
+use indexmap::IndexMap;
+use serde::Serialize;
+
+/// The links of the serving chain, in chain order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Boundary {
+    Checkpoint,
+    Tokenizer,
+    Template,
+    GenerationConfig,
+}
+
+impl Boundary {
+    pub fn name(self) -> &'static str {
+        match self {
+            Boundary::Checkpoint => "checkpoint",
+            Boundary::Tokenizer => "tokenizer",
+            Boundary::Template => "template",
+            Boundary::GenerationConfig => "generation-config",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The check ran and found nothing wrong.
+    Pass,
+    /// Worth knowing; never fails the gate.
+    Info,
+    /// Suspicious; does not fail the gate.
+    Warning,
+    /// A broken link: the gate fails.
+    Error,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub boundary: Boundary,
+    /// Stable id, e.g. "template.parity".
+    pub check: &'static str,
+    pub severity: Severity,
+    pub message: String,
+    /// Named pieces of evidence, in the order a reader needs them.
+    pub evidence: IndexMap<String, String>,
+}
+
+impl Finding {
+    pub fn new(boundary: Boundary, check: &'static str, severity: Severity, message: impl Into<String>) -> Self {
+        Finding { boundary, check, severity, message: message.into(), evidence: IndexMap::new() }
+    }
+    pub fn pass(boundary: Boundary, check: &'static str, message: impl Into<String>) -> Self {
+        Finding::new(boundary, check, Severity::Pass, message)
+    }
+    /// Add a piece of evidence; a repeated key gets a number ("problem", "problem 2", …).
+    pub fn with(mut self, key: &str, value: impl ToString) -> Self {
+        let mut k = key.to_string();
+        let mut n = 1;
+        while self.evidence.contains_key(&k) {
+            n += 1;
+            k = format!("{key} {n}");
+        }
+        self.evidence.insert(k, value.to_string());
+        self
+    }
+}
+
+/// All findings of a run, kept in chain order.
+#[derive(Debug, Default, Serialize)]
+pub struct Findings(pub Vec<Finding>);
+
+impl Findings {
+    pub fn push(&mut self, f: Finding) {
+        self.0.push(f);
+    }
+    pub fn extend(&mut self, fs: impl IntoIterator<Item = Finding>) {
+        self.0.extend(fs);
+    }
+    /// Stable sort by boundary: checks keep their order within a boundary.
+    pub fn sort(&mut self) {
+        self.0.sort_by_key(|f| f.boundary);
+    }
+    pub fn has_errors(&self) -> bool {
+        self.0.iter().any(|f| f.severity == Severity::Error)
+    }
+    /// The first boundary with an error finding: the link to blame.
+    pub fn first_broken(&self) -> Option<&Finding> {
+        self.0.iter().filter(|f| f.severity == Severity::Error).min_by_key(|f| f.boundary)
+    }
+}

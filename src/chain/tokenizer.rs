@@ -1,0 +1,208 @@
+//! Boundary 2, the tokenizer: is it the one we trained with — the same file, the same
+//! behaviour on a fixed probe corpus, the same special tokens in every file, and the same ids
+//! for the SFT data?
+use sha2::{Digest, Sha256};
+use tokenizers::Tokenizer;
+
+use super::lock::short;
+use super::probe::{PROBE_CORPUS, PROBE_VERSION};
+use super::tokens::{decode, encode, show_tokens, single_id};
+use super::{Boundary::Tokenizer as Tok, Context, Finding, Severity};
+use crate::artifacts::ModelDir;
+use crate::error::Result;
+
+pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
+    let Some(tok) = ctx.model.tokenizer.as_ref() else {
+        return Ok(vec![Finding::new(Tok, "tokenizer.present", Severity::Error, "the model directory has no tokenizer (tokenizer.json, or GGUF tokenizer metadata)")
+            .with("dir", ctx.model.root.display())]);
+    };
+    let mut out = Vec::new();
+    out.extend(vs_lock(ctx, &tok.tokenizer, &tok.sha256)?);
+    out.push(round_trip(&tok.tokenizer)?);
+    out.extend(special_tokens(&ctx.model));
+    out.extend(golden_reencode(ctx, &tok.tokenizer)?);
+    Ok(out)
+}
+
+/// sha256 over the ids of the probe corpus: two tokenizers with the same fingerprint split the
+/// probe strings identically, whatever their files look like.
+pub fn fingerprint(tok: &Tokenizer) -> Result<String> {
+    let mut h = Sha256::new();
+    h.update(format!("chatgate-probe-v{PROBE_VERSION}\n"));
+    for s in PROBE_CORPUS {
+        for id in encode(tok, s, false)? {
+            h.update(id.to_le_bytes());
+        }
+        h.update(u32::MAX.to_le_bytes());
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+fn vs_lock(ctx: &Context, tok: &Tokenizer, file_sha: &str) -> Result<Vec<Finding>> {
+    let Some(locked) = ctx.lock.as_ref().and_then(|l| l.tokenizer.as_ref()) else {
+        return Ok(vec![Finding::new(Tok, "tokenizer.lock", Severity::Warning, "no tokenizer identity in the lock: tokenizer drift cannot be detected")
+            .with("lock", ctx.suite.lock_path.display())]);
+    };
+    let fp = fingerprint(tok)?;
+    let file = if locked.sha256 == file_sha {
+        Finding::pass(Tok, "tokenizer.file-hash", format!("tokenizer file matches the lock ({})", short(file_sha)))
+    } else {
+        Finding::new(Tok, "tokenizer.file-hash", Severity::Warning, "the tokenizer file differs from the lock (re-saved, or replaced)")
+            .with("locked", short(&locked.sha256))
+            .with("found", short(file_sha))
+    };
+    let semantic = if locked.probe_version != PROBE_VERSION {
+        Finding::new(Tok, "tokenizer.fingerprint", Severity::Warning, "the lock was made with another probe corpus version; re-lock to compare fingerprints")
+            .with("lock probe version", locked.probe_version)
+            .with("this build", PROBE_VERSION)
+    } else if locked.fingerprint == fp {
+        Finding::pass(Tok, "tokenizer.fingerprint", format!("the tokenizer splits the probe corpus as locked ({})", short(&fp)))
+    } else {
+        let mut f = Finding::new(Tok, "tokenizer.fingerprint", Severity::Error, "the tokenizer splits text differently from the locked one: another tokenizer, or another version of it")
+            .with("locked", short(&locked.fingerprint))
+            .with("found", short(&fp));
+        if locked.vocab_size != tok.get_vocab_size(true) {
+            f = f.with("vocab size", format!("{} → {}", locked.vocab_size, tok.get_vocab_size(true)));
+        }
+        f
+    };
+    Ok(vec![file, semantic])
+}
+
+/// decode(encode(x)) == x on the probe corpus: text lost here is text the model never sees.
+fn round_trip(tok: &Tokenizer) -> Result<Finding> {
+    const ID: &str = "tokenizer.round-trip";
+    let mut lost = Vec::new();
+    for s in PROBE_CORPUS {
+        let ids = encode(tok, s, false)?;
+        let back = decode(tok, &ids);
+        if back != *s {
+            lost.push((s, back));
+        }
+    }
+    if lost.is_empty() {
+        return Ok(Finding::pass(Tok, ID, format!("decode(encode(x)) == x for all {} probe strings", PROBE_CORPUS.len())));
+    }
+    // SentencePiece tokenizers legitimately normalise some whitespace; text that changes
+    // beyond whitespace (unknown tokens, lost bytes) is what breaks a model.
+    let beyond_ws = lost.iter().any(|(a, b)| squash(a) != squash(b));
+    let sev = if beyond_ws { Severity::Warning } else { Severity::Info };
+    let mut f = Finding::new(Tok, ID, sev, format!("{} of {} probe strings do not survive decode(encode(x))", lost.len(), PROBE_CORPUS.len()));
+    for (a, b) in lost.iter().take(3) {
+        f = f.with("example", format!("{a:?} → {b:?}"));
+    }
+    Ok(f)
+}
+
+fn squash(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Special tokens named in every file must agree with each other and with the vocabulary.
+pub fn special_tokens(model: &ModelDir) -> Vec<Finding> {
+    const ID: &str = "tokenizer.special-tokens";
+    let Some(tok) = model.tokenizer.as_ref().map(|t| &t.tokenizer) else { return vec![] };
+    let mut problems: Vec<(Severity, String)> = Vec::new();
+    let special = model.special_tokens();
+    let named = [("bos_token", &special.bos_token), ("eos_token", &special.eos_token), ("pad_token", &special.pad_token), ("unk_token", &special.unk_token)];
+    for (name, text) in named {
+        if let Some(text) = text {
+            if single_id(tok, text).is_none() {
+                let split = encode(tok, text, false).map(|ids| show_tokens(tok, &ids)).unwrap_or_default();
+                problems.push((Severity::Error, format!("{name} {text:?} is not a single token in the vocabulary (it encodes as {split})")));
+            }
+        }
+    }
+    if let (Some(tc), Some(stm)) = (&model.tokenizer_config, &model.special_tokens_map) {
+        let pairs = [("bos_token", &tc.bos_token, &stm.bos_token), ("eos_token", &tc.eos_token, &stm.eos_token), ("pad_token", &tc.pad_token, &stm.pad_token), ("unk_token", &tc.unk_token, &stm.unk_token)];
+        for (name, a, b) in pairs {
+            if let (Some(a), Some(b)) = (a, b) {
+                if a != b {
+                    problems.push((Severity::Error, format!("{name}: tokenizer_config.json says {a:?}, special_tokens_map.json says {b:?}")));
+                }
+            }
+        }
+    }
+    if let Some(tc) = &model.tokenizer_config {
+        for (id, (content, _)) in &tc.added_tokens_decoder {
+            match tok.id_to_token(*id) {
+                Some(t) if &t == content => {}
+                other => problems.push((Severity::Error, format!("tokenizer_config.json added_tokens_decoder has {id} = {content:?}, tokenizer.json has {}", other.map(|t| format!("{t:?}")).unwrap_or_else(|| "no such id".into())))),
+            }
+        }
+    }
+    let bos_id = special.bos_token.as_deref().and_then(|t| single_id(tok, t));
+    let eos_id = special.eos_token.as_deref().and_then(|t| single_id(tok, t));
+    if let Some(cfg) = &model.config {
+        if let (Some(b), Some(&cb)) = (bos_id, cfg.bos_token_ids.first()) {
+            if !cfg.bos_token_ids.contains(&b) {
+                problems.push((Severity::Warning, format!("config.json bos_token_id {cb} is not the tokenizer's bos {b}")));
+            }
+        }
+        if let Some(vocab) = cfg.vocab_size {
+            for id in cfg.bos_token_ids.iter().chain(&cfg.eos_token_ids) {
+                if u64::from(*id) >= vocab {
+                    problems.push((Severity::Error, format!("config.json names token id {id}, beyond vocab_size {vocab}")));
+                }
+            }
+        }
+    }
+    if let Some(gc) = &model.generation_config {
+        if let (Some(b), Some(gb)) = (bos_id, gc.bos_token_id) {
+            if b != gb {
+                problems.push((Severity::Warning, format!("generation_config.json bos_token_id {gb} is not the tokenizer's bos {b}")));
+            }
+        }
+        let size = tok.get_vocab_size(true) as u32;
+        for id in gc.eos_token_ids.iter().chain(gc.bos_token_id.iter()) {
+            if tok.id_to_token(*id).is_none() && *id >= size {
+                problems.push((Severity::Error, format!("generation_config.json names token id {id}, which the tokenizer does not have")));
+            }
+        }
+        if let (Some(e), false) = (eos_id, gc.eos_token_ids.is_empty()) {
+            if !gc.eos_token_ids.contains(&e) {
+                problems.push((Severity::Info, format!("the tokenizer's eos {e} is not in generation_config.json eos_token_id {:?} (servers stop on both)", gc.eos_token_ids)));
+            }
+        }
+    }
+    let worst = problems.iter().map(|p| p.0).max();
+    match worst {
+        None => vec![Finding::pass(Tok, ID, "special tokens agree across tokenizer.json, tokenizer_config.json, special_tokens_map.json, config.json and generation_config.json")],
+        Some(sev) => {
+            let mut f = Finding::new(Tok, ID, sev, "special tokens disagree between the model's files");
+            for (_, p) in problems {
+                f = f.with("problem", p);
+            }
+            vec![f]
+        }
+    }
+}
+
+/// encode(decode(golden ids)) == golden ids: the serving tokenizer reproduces the ids the
+/// training pipeline produced for the same text (tokenizers#1512, mellea#947).
+fn golden_reencode(ctx: &Context, tok: &Tokenizer) -> Result<Vec<Finding>> {
+    const ID: &str = "tokenizer.golden-reencode";
+    let golden: Vec<_> = ctx.conversations.iter().filter_map(|c| c.golden.as_ref().map(|g| (&c.id, &g.0))).collect();
+    if golden.is_empty() {
+        return Ok(vec![]);
+    }
+    let mut failures = Vec::new();
+    for (id, ids) in &golden {
+        let text = decode(tok, ids);
+        let again = encode(tok, &text, false)?;
+        if &again != *ids {
+            let at = ids.iter().zip(&again).position(|(a, b)| a != b).unwrap_or(ids.len().min(again.len()));
+            failures.push((id.to_string(), at, ids.to_vec(), again));
+        }
+    }
+    if failures.is_empty() {
+        return Ok(vec![Finding::pass(Tok, ID, format!("the serving tokenizer re-encodes all {} golden SFT rows to the same ids", golden.len()))]);
+    }
+    let (id, at, want, got) = &failures[0];
+    let lo = at.saturating_sub(2);
+    Ok(vec![Finding::new(Tok, ID, Severity::Error, format!("the serving tokenizer encodes the SFT text differently in {} of {} golden rows", failures.len(), golden.len()))
+        .with("first row", id)
+        .with("first difference at token", at)
+        .with("SFT ids", show_tokens(tok, &want[lo..(at + 3).min(want.len())]))
+        .with("re-encoded", show_tokens(tok, &got[lo..(at + 3).min(got.len())]))])
+}

@@ -1,0 +1,38 @@
+//! Tokenizer calls with errors a user can read, and the helpers every boundary shares.
+use tokenizers::Tokenizer;
+
+use crate::error::{Error, Result};
+
+/// `Tokenizer::encode(text, add_special_tokens)`: what transformers' `apply_chat_template`
+/// (add_special_tokens=false) or a completions endpoint (true) feeds the model.
+pub fn encode(tok: &Tokenizer, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+    tok.encode(text, add_special_tokens)
+        .map(|e| e.get_ids().to_vec())
+        .map_err(|e| Error::input(format!("the tokenizer failed to encode a string: {e}")))
+}
+
+/// Decode keeping special tokens, as vLLM's /detokenize and a training-data dump show them.
+pub fn decode(tok: &Tokenizer, ids: &[u32]) -> String {
+    tok.decode(ids, false).unwrap_or_else(|e| format!("<undecodable: {e}>"))
+}
+
+/// A readable view of a few tokens: `'<|im_start|>' 'user' '\n'`.
+pub fn show_tokens(tok: &Tokenizer, ids: &[u32]) -> String {
+    ids.iter()
+        .map(|&id| format!("{id}:{:?}", decode(tok, &[id])))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The id of a token text when the vocabulary has it as one token (added or regular).
+pub fn single_id(tok: &Tokenizer, text: &str) -> Option<u32> {
+    tok.token_to_id(text)
+}
+
+/// How many times `bos` leads the sequence.
+pub fn leading_count(ids: &[u32], bos: Option<u32>) -> usize {
+    match bos {
+        Some(b) => ids.iter().take_while(|&&i| i == b).count(),
+        None => 0,
+    }
+}

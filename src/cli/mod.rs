@@ -1,0 +1,133 @@
+//! The command line: one file per subcommand; this file holds the clap definitions and maps
+//! outcomes to the exit-code contract (0 pass, 1 regression, 2 bad input, 3 unreachable).
+mod check;
+mod inspect;
+pub mod render;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::error::Result;
+
+#[derive(Parser)]
+#[command(
+    name = "chatgate",
+    version,
+    about = "A pre-deploy gate for chat models: tests the serving chain one boundary at a time",
+    long_about = "chatgate tests the chain a served chat model runs through — checkpoint → tokenizer → \
+chat template → generation config — one boundary at a time, and names the FIRST boundary that broke.\n\n\
+Exit codes: 0 pass, 1 a regression was found, 2 bad input (the message names the file), 3 target unreachable.",
+    after_help = "Start here:\n  chatgate inspect tests/fixtures/tiny-chatml      what a model directory ships\n  \
+chatgate check suites/example.toml               run the offline chain\n  \
+chatgate render --model DIR --messages chat.json show exactly what the model is fed"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Render a conversation with a chat template exactly as transformers' apply_chat_template does, and tokenize it.
+    #[command(long_about = "Render a conversation exactly as transformers' `apply_chat_template(tokenize=False)` does \
+(transformers 5 semantics), then tokenize the text with tokenizer.json and add_special_tokens=false — the ids a \
+vLLM/SGLang chat endpoint feeds the model.\n\n\
+The messages file is a JSON list of messages, or an object {\"messages\": [...], \"tools\": [...]}.\n\
+A template that fails to parse, raises (raise_exception) or runs out of fuel exits 2 with the template's own message.")]
+    Render(RenderArgs),
+    /// Show what a model directory (or GGUF file) ships: weights identity, tokenizer, templates, generation config.
+    #[command(long_about = "Show what a model directory (Hugging Face layout) or a GGUF file ships: content hashes of \
+the weights (per file and in total), a config summary, the tokenizer (file hash, semantic fingerprint over a fixed probe \
+corpus, vocab size, special tokens with ids, model type, pre-tokenizer), which chat template wins and what it can do, the \
+generation config, and consistency findings across the files.")]
+    Inspect(InspectArgs),
+    /// Run the offline chain of a suite: checkpoint → tokenizer → template → generation config.
+    #[command(long_about = "Run the offline boundaries of a suite (see suites/example.toml) and print the findings in \
+chain order, each with a check id, severity, message and evidence.\n\n\
+Exit 0: no error finding. Exit 1: at least one error finding (the report names the first broken boundary). Exit 2: bad input.")]
+    Check(CheckArgs),
+    /// Pin the identity of the suite's checkpoint, tokenizer and template in its lock file.
+    #[command(long_about = "Hash the weights, fingerprint the tokenizer and hash the serving template, and write them to \
+the suite's lock file (default: <suite>.lock.json beside the suite). The write is atomic. An existing lock that differs \
+is only replaced with --update; the differences are printed either way.")]
+    Lock(LockArgs),
+}
+
+#[derive(Clone, Copy, Debug, Default, ValueEnum, PartialEq, Eq)]
+pub enum Format {
+    /// Human-readable (colour only on a terminal).
+    #[default]
+    Text,
+    /// One JSON document on stdout.
+    Json,
+}
+
+#[derive(Args)]
+pub struct RenderArgs {
+    /// Model directory (or .gguf file): its chat template, special tokens and tokenizer.
+    #[arg(long, value_name = "DIR", required_unless_present = "template")]
+    pub model: Option<PathBuf>,
+    /// Render this template file instead of the model's.
+    #[arg(long, value_name = "FILE.jinja")]
+    pub template: Option<PathBuf>,
+    /// The conversation: a list of messages, or {"messages": [...], "tools": [...]}.
+    #[arg(long, value_name = "FILE.json")]
+    pub messages: PathBuf,
+    /// Append the prompt that starts an assistant reply.
+    #[arg(long)]
+    pub add_generation_prompt: bool,
+    /// Leave the final (assistant) message open so a reply continues it.
+    #[arg(long, conflicts_with = "add_generation_prompt")]
+    pub continue_final_message: bool,
+    /// The template's bos_token (default: the model directory's).
+    #[arg(long, value_name = "S")]
+    pub bos_token: Option<String>,
+    /// The template's eos_token (default: the model directory's).
+    #[arg(long, value_name = "S")]
+    pub eos_token: Option<String>,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// A model directory (Hugging Face layout) or a .gguf file.
+    pub dir: PathBuf,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+#[derive(Args)]
+pub struct CheckArgs {
+    /// The suite manifest (TOML).
+    pub suite: PathBuf,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+#[derive(Args)]
+pub struct LockArgs {
+    /// The suite manifest (TOML).
+    pub suite: PathBuf,
+    /// Replace an existing lock that differs (the explicit accept).
+    #[arg(long)]
+    pub update: bool,
+}
+
+/// Run the CLI; returns the process exit code.
+pub fn run(cli: Cli) -> i32 {
+    let result: Result<i32> = match cli.command {
+        Command::Render(a) => render::run(a),
+        Command::Inspect(a) => inspect::run(a),
+        Command::Check(a) => check::run_check(a),
+        Command::Lock(a) => check::run_lock(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("chatgate: error: {e}");
+            e.exit_code()
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! chatgate: tests the chat-serving chain one boundary at a time
+//! (checkpoint → tokenizer → chat template → generation config → server API → client).
+pub mod artifacts;
+pub mod chain;
+pub mod cli;
+pub mod error;
+pub mod report;
+pub mod suite;
+pub mod template;

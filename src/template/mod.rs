@@ -1,0 +1,294 @@
+//! The chat-template boundary: render Hugging Face chat templates exactly as transformers'
+//! `apply_chat_template` does (transformers 5 semantics), on minijinja.
+//!
+//! OWNER NOTE: public API below is fixed; internals live in sibling files.
+//!
+//! How parity is reached:
+//! - `env`: the jinja2 environment transformers builds (trim/lstrip blocks, lenient undefined,
+//!   no autoescape, `raise_exception`, `strftime_now`, v5 `dict`/`namespace`, jinja2 filter and
+//!   test semantics where minijinja differs), Python `str()` printing of every value;
+//! - `tojson`: `json.dumps` with transformers' keyword arguments;
+//! - `pymethods`: Python `str`/`dict`/`list` methods;
+//! - `generation`: `{% generation %}` rewritten to a filter block that records offsets;
+//! - `inputs`: v5 preprocessing (None-dropping, reasoning aliasing) and `continue_final_message`;
+//! - bounded by fuel, recursion depth and output size.
+use serde_json::{Map, Value};
+
+mod env;
+mod generation;
+mod inputs;
+mod pymethods;
+mod pyprintable;
+mod pyrepr;
+mod strftime;
+mod tojson;
+mod values;
+
+pub use generation::has_generation_tags as source_has_generation_tags;
+pub use pyrepr::{float_repr as python_float_repr, py_str as python_str};
+pub use strftime::py_strftime as python_strftime;
+pub use tojson::{dumps as python_json_dumps, JsonOptions};
+
+/// The named special tokens transformers 5 passes to every template
+/// (`special_tokens_map`: bos, eos, unk, sep, pad, cls, mask — no additional_special_tokens).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SpecialTokens {
+    pub bos_token: Option<String>,
+    pub eos_token: Option<String>,
+    pub unk_token: Option<String>,
+    pub sep_token: Option<String>,
+    pub pad_token: Option<String>,
+    pub cls_token: Option<String>,
+    pub mask_token: Option<String>,
+}
+
+/// Bounds that keep a hostile template from hanging or exhausting the tool.
+#[derive(Debug, Clone, Copy)]
+pub struct RenderLimits {
+    pub fuel: u64,
+    pub max_recursion: usize,
+    pub max_output_bytes: usize,
+}
+
+impl Default for RenderLimits {
+    fn default() -> Self {
+        RenderLimits { fuel: 5_000_000, max_recursion: 200, max_output_bytes: 16 << 20 }
+    }
+}
+
+/// Everything `apply_chat_template` gives a template.
+#[derive(Debug, Clone, Default)]
+pub struct RenderRequest {
+    /// The raw messages as the user wrote them (transformers 5 preprocessing is applied inside render).
+    pub messages: Vec<Value>,
+    /// `tools`; passed to the template as none when absent.
+    pub tools: Option<Value>,
+    /// `documents`; passed to the template as none when absent.
+    pub documents: Option<Value>,
+    pub add_generation_prompt: bool,
+    pub continue_final_message: bool,
+    pub special_tokens: SpecialTokens,
+    /// Extra template kwargs (they override special tokens, as in transformers).
+    pub extra: Map<String, Value>,
+}
+
+/// A rendered conversation.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Rendered {
+    pub text: String,
+    /// `{% generation %}` spans as (start, end) Python code-point offsets into `text`.
+    pub assistant_spans: Vec<(usize, usize)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TemplateError {
+    /// The template does not parse. Carries minijinja's message (with line).
+    Syntax(String),
+    /// The template called `raise_exception(msg)`; carries msg verbatim.
+    Raised(String),
+    /// Any other render-time failure (undefined attribute, bad operation, ...).
+    Render(String),
+    /// Fuel, recursion or output limit hit.
+    Limit(String),
+    /// The request itself is invalid (e.g. continue_final_message with add_generation_prompt).
+    Input(String),
+}
+
+impl std::fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TemplateError::Syntax(m) => write!(f, "template syntax error: {m}"),
+            TemplateError::Raised(m) => write!(f, "template raised an exception: {m}"),
+            TemplateError::Render(m) => write!(f, "template failed to render: {m}"),
+            TemplateError::Limit(m) => write!(f, "template exceeded a render limit: {m}"),
+            TemplateError::Input(m) => write!(f, "invalid render request: {m}"),
+        }
+    }
+}
+impl std::error::Error for TemplateError {}
+
+/// What a template can do, found by rendering probes.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Capabilities {
+    /// A system message's content appears in the render (and the template does not raise on it).
+    pub system_role: bool,
+    /// The template references `tools`.
+    pub tools: bool,
+    /// The template has `{% generation %}` tags (assistant masks are available).
+    pub generation_tags: bool,
+    /// render(add_generation_prompt=true) minus render(false) on a one-user-message conversation;
+    /// None when the first is not an extension of the second.
+    pub generation_prompt: Option<String>,
+}
+
+/// The name the template is compiled under (no extension, so no autoescape).
+const TEMPLATE_NAME: &str = "chat_template";
+
+/// A compiled chat template.
+pub struct ChatTemplate {
+    source: String,
+    env: minijinja::Environment<'static>,
+    limits: RenderLimits,
+    has_generation: bool,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTemplate")
+            .field("source_len", &self.source.len())
+            .field("limits", &self.limits)
+            .field("has_generation", &self.has_generation)
+            .finish()
+    }
+}
+
+fn syntax_error(e: &minijinja::Error) -> TemplateError {
+    TemplateError::Syntax(e.to_string())
+}
+
+impl ChatTemplate {
+    pub fn new(source: &str) -> Result<Self, TemplateError> {
+        Self::with_limits(source, RenderLimits::default())
+    }
+    pub fn with_limits(source: &str, limits: RenderLimits) -> Result<Self, TemplateError> {
+        let mut env = env::build(&limits).map_err(|e| syntax_error(&e))?;
+        let rewritten = generation::rewrite(source);
+        env.add_template_owned(TEMPLATE_NAME, rewritten).map_err(|e| syntax_error(&e))?;
+        Ok(ChatTemplate {
+            source: source.to_string(),
+            env,
+            limits,
+            has_generation: generation::has_generation_tags(source),
+        })
+    }
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+    pub fn has_generation_tags(&self) -> bool {
+        self.has_generation
+    }
+    pub fn render(&self, req: &RenderRequest) -> Result<Rendered, TemplateError> {
+        if req.messages.is_empty() {
+            return Err(TemplateError::Input(
+                "Cannot apply chat template to an empty conversation. Provide at least one message.".into(),
+            ));
+        }
+        let chat = inputs::drop_none_keys(&req.messages)?;
+        if req.continue_final_message && req.add_generation_prompt {
+            return Err(TemplateError::Input(inputs::CFM_WITH_AGP.into()));
+        }
+        if let Some(key) = inputs::RESERVED.iter().find(|k| req.extra.contains_key(**k)) {
+            return Err(TemplateError::Input(format!(
+                "render() got multiple values for keyword argument '{key}'"
+            )));
+        }
+        let tools = inputs::check_tools(&req.tools)?;
+        let documents = inputs::check_documents(&req.documents)?;
+        let mut chat: Vec<Map<String, Value>> = chat.into_iter().map(inputs::alias_reasoning_fields).collect();
+        let final_message = if req.continue_final_message {
+            Some(inputs::tag_final_message(&mut chat, &self.source)?)
+        } else {
+            None
+        };
+
+        let mut ctx: indexmap::IndexMap<minijinja::Value, minijinja::Value> = indexmap::IndexMap::new();
+        let special = &req.special_tokens;
+        for (name, tok) in [
+            ("bos_token", &special.bos_token),
+            ("eos_token", &special.eos_token),
+            ("unk_token", &special.unk_token),
+            ("sep_token", &special.sep_token),
+            ("pad_token", &special.pad_token),
+            ("cls_token", &special.cls_token),
+            ("mask_token", &special.mask_token),
+        ] {
+            if let Some(tok) = tok {
+                ctx.insert(name.into(), tok.as_str().into());
+            }
+        }
+        for (k, v) in &req.extra {
+            ctx.insert(k.as_str().into(), values::from_json(v));
+        }
+        let messages: Vec<Value> = chat.into_iter().map(Value::Object).collect();
+        ctx.insert("messages".into(), values::from_json(&Value::Array(messages)));
+        let none = minijinja::Value::from(());
+        ctx.insert("tools".into(), tools.as_ref().map(values::from_json).unwrap_or_else(|| none.clone()));
+        ctx.insert("documents".into(), documents.as_ref().map(values::from_json).unwrap_or(none));
+        ctx.insert("add_generation_prompt".into(), req.add_generation_prompt.into());
+        let ctx = minijinja::Value::from_object(values::PyDict(ctx));
+
+        let (text, spans) = self.render_value(ctx)?;
+        match final_message {
+            None => Ok(Rendered { text, assistant_spans: spans }),
+            Some(final_message) => {
+                let text = inputs::cut_at_tag(&text, &final_message)?;
+                let len = text.chars().count();
+                let assistant_spans = spans
+                    .into_iter()
+                    .filter(|(start, _)| *start < len)
+                    .map(|(start, end)| (start, end.min(len)))
+                    .collect();
+                Ok(Rendered { text, assistant_spans })
+            }
+        }
+    }
+
+    /// Renders with a prepared context, mapping failures to [`TemplateError`].
+    fn render_value(&self, ctx: minijinja::Value) -> Result<(String, Vec<(usize, usize)>), TemplateError> {
+        let tmpl = self.env.get_template(TEMPLATE_NAME).map_err(|e| syntax_error(&e))?;
+        let guard = env::RenderStateGuard::install(&self.limits);
+        let mut out = env::LimitedWriter { buf: Vec::new() };
+        let result = tmpl.render_captured_to(ctx, &mut out).map(|_| ());
+        let state = guard.take();
+        drop(guard);
+        if let Err(e) = result {
+            return Err(classify_error(&e, &state, &self.limits));
+        }
+        let text = String::from_utf8(out.buf)
+            .map_err(|e| TemplateError::Render(format!("rendered output is not UTF-8: {e}")))?;
+        Ok((text, state.spans))
+    }
+
+    pub fn capabilities(&self, special: &SpecialTokens) -> Capabilities {
+        let msg = |role: &str, content: &str| serde_json::json!({"role": role, "content": content});
+        let probe = |messages: Vec<Value>, add_generation_prompt: bool| {
+            self.render(&RenderRequest {
+                messages,
+                add_generation_prompt,
+                special_tokens: special.clone(),
+                ..RenderRequest::default()
+            })
+        };
+        let system_role = probe(vec![msg("system", "SYSPROBE"), msg("user", "hi")], false)
+            .map(|r| r.text.contains("SYSPROBE"))
+            .unwrap_or(false);
+        let tools = self
+            .env
+            .get_template(TEMPLATE_NAME)
+            .map(|t| t.undeclared_variables(false).contains("tools"))
+            .unwrap_or(false);
+        let generation_prompt = match (probe(vec![msg("user", "hi")], true), probe(vec![msg("user", "hi")], false)) {
+            (Ok(with), Ok(without)) => with.text.strip_prefix(without.text.as_str()).map(str::to_string),
+            _ => None,
+        };
+        Capabilities { system_role, tools, generation_tags: self.has_generation, generation_prompt }
+    }
+}
+
+/// Maps a minijinja failure to the error kinds of this module.
+fn classify_error(e: &minijinja::Error, state: &env::RenderState, limits: &RenderLimits) -> TemplateError {
+    if let Some(limit) = &state.limit {
+        return TemplateError::Limit(limit.clone());
+    }
+    if e.kind() == minijinja::ErrorKind::OutOfFuel {
+        return TemplateError::Limit(format!("template ran out of fuel ({} instructions)", limits.fuel));
+    }
+    let detail = e.detail().unwrap_or_default();
+    if detail.contains("recursion limit exceeded") {
+        return TemplateError::Limit(format!("recursion limit ({}) exceeded", limits.max_recursion));
+    }
+    if let Some(msg) = &state.raised {
+        return TemplateError::Raised(msg.clone());
+    }
+    TemplateError::Render(e.to_string())
+}
