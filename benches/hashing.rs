@@ -33,11 +33,16 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("sha256-256MiB");
     g.throughput(Throughput::Bytes(SIZE as u64));
     g.sample_size(10);
-    g.bench_function("chatgate::sha256_file", |b| b.iter(|| black_box(chatgate::artifacts::sha256_file(&path).expect("hash"))));
+    g.bench_function("chatgate::sha256_file", |b| {
+        b.iter(|| black_box(chatgate::artifacts::sha256_file(&path).expect("hash")))
+    });
     if Command::new("sha256sum").arg("--version").output().is_ok() {
         g.bench_function("system sha256sum", |b| {
             b.iter(|| {
-                let out = Command::new("sha256sum").arg(&path).output().expect("sha256sum");
+                let out = Command::new("sha256sum")
+                    .arg(&path)
+                    .output()
+                    .expect("sha256sum");
                 assert!(out.status.success());
                 black_box(out.stdout)
             })

@@ -13,10 +13,18 @@ use serde_json::Value;
 fn bench(c: &mut Criterion) {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
     let model = ModelDir::open(&corpus.join("models/Qwen2.5-0.5B-Instruct")).expect("corpus model");
-    let source = model.templates.select(false).expect("template").text.clone();
+    let source = model
+        .templates
+        .select(false)
+        .expect("template")
+        .text
+        .clone();
     let template = ChatTemplate::new(&source).expect("compiles");
     let tok = &model.tokenizer.as_ref().expect("tokenizer").tokenizer;
-    let convs: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(corpus.join("goldens/conversations.json")).expect("read")).expect("json");
+    let convs: Vec<Value> = serde_json::from_str(
+        &std::fs::read_to_string(corpus.join("goldens/conversations.json")).expect("read"),
+    )
+    .expect("json");
     let requests: Vec<RenderRequest> = convs
         .iter()
         .map(|c| RenderRequest {

@@ -27,13 +27,23 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn input(problem: impl Into<String>) -> Self {
-        Error { kind: ErrorKind::Input, file: None, problem: problem.into(), hint: None }
+        Error {
+            kind: ErrorKind::Input,
+            file: None,
+            problem: problem.into(),
+            hint: None,
+        }
     }
     pub fn in_file(file: impl AsRef<Path>, problem: impl Into<String>) -> Self {
         Error::input(problem).file(file)
     }
     pub fn unreachable(problem: impl Into<String>) -> Self {
-        Error { kind: ErrorKind::Unreachable, file: None, problem: problem.into(), hint: None }
+        Error {
+            kind: ErrorKind::Unreachable,
+            file: None,
+            problem: problem.into(),
+            hint: None,
+        }
     }
     pub fn file(mut self, file: impl AsRef<Path>) -> Self {
         self.file = Some(file.as_ref().to_path_buf());

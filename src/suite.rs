@@ -117,8 +117,18 @@ impl Suite {
                 .hint("see suites/example.toml for every key and its type")
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
-        let resolve = |p: &PathBuf| if p.is_absolute() { p.clone() } else { base.join(p) };
-        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("suite").to_string();
+        let resolve = |p: &PathBuf| {
+            if p.is_absolute() {
+                p.clone()
+            } else {
+                base.join(p)
+            }
+        };
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("suite")
+            .to_string();
         if let Some(sft) = &file.sft {
             match (&sft.golden, &sft.template) {
                 (None, None) => {
@@ -179,7 +189,12 @@ pub fn read_golden(path: &Path) -> Result<Vec<GoldenRow>> {
             if mask.len() != row.input_ids.len() {
                 return Err(Error::in_file(
                     path,
-                    format!("line {}: assistant_mask has {} entries but input_ids has {}", i + 1, mask.len(), row.input_ids.len()),
+                    format!(
+                        "line {}: assistant_mask has {} entries but input_ids has {}",
+                        i + 1,
+                        mask.len(),
+                        row.input_ids.len()
+                    ),
                 ));
             }
         }

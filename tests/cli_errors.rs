@@ -10,15 +10,27 @@ fn fixture() -> PathBuf {
 }
 
 fn chatgate(args: &[&str]) -> (i32, String, String) {
-    let out = Command::cargo_bin("chatgate").unwrap().args(args).timeout(Duration::from_secs(60)).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    let out = Command::cargo_bin("chatgate")
+        .unwrap()
+        .args(args)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 /// Exit 2, the message names `needle` (a file), and nothing panicked.
 fn assert_bad_input(args: &[&str], needle: &str) -> String {
     let (code, stdout, stderr) = chatgate(args);
     assert_eq!(code, 2, "args {args:?}\nstdout: {stdout}\nstderr: {stderr}");
-    assert!(stderr.contains(needle), "the message does not name {needle:?}: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "the message does not name {needle:?}: {stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
     stderr
 }
@@ -42,23 +54,40 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 
 #[test]
 fn missing_suite_file() {
-    assert_bad_input(&["check", "/nonexistent/suite.toml"], "/nonexistent/suite.toml");
+    assert_bad_input(
+        &["check", "/nonexistent/suite.toml"],
+        "/nonexistent/suite.toml",
+    );
 }
 
 #[test]
 fn suite_with_unknown_key_names_line_and_key() {
     let dir = tempfile::tempdir().unwrap();
-    let s = write(dir.path(), "s.toml", "[model]\ndir = \"m\"\ntemprature = 0.7\n");
+    let s = write(
+        dir.path(),
+        "s.toml",
+        "[model]\ndir = \"m\"\ntemprature = 0.7\n",
+    );
     let err = assert_bad_input(&["check", &s], "s.toml");
-    assert!(err.contains("temprature") && err.contains("line 3"), "{err}");
+    assert!(
+        err.contains("temprature") && err.contains("line 3"),
+        "{err}"
+    );
 }
 
 #[test]
 fn suite_with_wrong_type_names_line_and_key() {
     let dir = tempfile::tempdir().unwrap();
-    let s = write(dir.path(), "s.toml", "[model]\ndir = \"m\"\n\n[generation]\ntemperature = \"hot\"\n");
+    let s = write(
+        dir.path(),
+        "s.toml",
+        "[model]\ndir = \"m\"\n\n[generation]\ntemperature = \"hot\"\n",
+    );
     let err = assert_bad_input(&["check", &s], "s.toml");
-    assert!(err.contains("line 5") && err.contains("temperature"), "{err}");
+    assert!(
+        err.contains("line 5") && err.contains("temperature"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -71,7 +100,11 @@ fn suite_pointing_at_a_missing_model_dir() {
 #[test]
 fn malformed_json_in_the_model_dir() {
     let (dir, model) = model_copy();
-    fs::write(model.join("generation_config.json"), "{\"eos_token_id\": [3,").unwrap();
+    fs::write(
+        model.join("generation_config.json"),
+        "{\"eos_token_id\": [3,",
+    )
+    .unwrap();
     let s = write(dir.path(), "s.toml", "[model]\ndir = \"model\"\n");
     assert_bad_input(&["check", &s], "generation_config.json");
 }
@@ -79,8 +112,16 @@ fn malformed_json_in_the_model_dir() {
 #[test]
 fn malformed_golden_jsonl_names_the_line() {
     let (dir, _model) = model_copy();
-    let g = write(dir.path(), "golden.jsonl", "{\"messages\": [], \"input_ids\": [1]}\n{\"messages\": \"oops\"}\n");
-    let s = write(dir.path(), "s.toml", &format!("[model]\ndir = \"model\"\n[sft]\ngolden = \"{g}\"\n"));
+    let g = write(
+        dir.path(),
+        "golden.jsonl",
+        "{\"messages\": [], \"input_ids\": [1]}\n{\"messages\": \"oops\"}\n",
+    );
+    let s = write(
+        dir.path(),
+        "s.toml",
+        &format!("[model]\ndir = \"model\"\n[sft]\ngolden = \"{g}\"\n"),
+    );
     let err = assert_bad_input(&["check", &s], "golden.jsonl");
     assert!(err.contains("line 2"), "{err}");
 }
@@ -88,7 +129,11 @@ fn malformed_golden_jsonl_names_the_line() {
 #[test]
 fn serving_template_with_a_syntax_error() {
     let (dir, model) = model_copy();
-    fs::write(model.join("chat_template.jinja"), "{% for m in messages %}{{ m.content }").unwrap();
+    fs::write(
+        model.join("chat_template.jinja"),
+        "{% for m in messages %}{{ m.content }",
+    )
+    .unwrap();
     let s = write(dir.path(), "s.toml", "[model]\ndir = \"model\"\n");
     let err = assert_bad_input(&["check", &s], "chat_template.jinja");
     assert!(err.contains("syntax"), "{err}");
@@ -98,7 +143,11 @@ fn serving_template_with_a_syntax_error() {
 fn render_with_a_template_syntax_error() {
     let dir = tempfile::tempdir().unwrap();
     let t = write(dir.path(), "bad.jinja", "{% if messages %}unclosed");
-    let m = write(dir.path(), "m.json", "[{\"role\": \"user\", \"content\": \"hi\"}]");
+    let m = write(
+        dir.path(),
+        "m.json",
+        "[{\"role\": \"user\", \"content\": \"hi\"}]",
+    );
     assert_bad_input(&["render", "--template", &t, "--messages", &m], "bad.jinja");
 }
 
@@ -106,17 +155,36 @@ fn render_with_a_template_syntax_error() {
 fn render_with_a_template_that_loops_forever_stops_quickly() {
     let dir = tempfile::tempdir().unwrap();
     let t = write(dir.path(), "loop.jinja", "{% for a in range(100000) %}{% for b in range(100000) %}{% for c in range(100000) %}x{% endfor %}{% endfor %}{% endfor %}");
-    let m = write(dir.path(), "m.json", "[{\"role\": \"user\", \"content\": \"hi\"}]");
+    let m = write(
+        dir.path(),
+        "m.json",
+        "[{\"role\": \"user\", \"content\": \"hi\"}]",
+    );
     let start = Instant::now();
-    assert_bad_input(&["render", "--template", &t, "--messages", &m], "loop.jinja");
-    assert!(start.elapsed() < Duration::from_secs(20), "took {:?}", start.elapsed());
+    assert_bad_input(
+        &["render", "--template", &t, "--messages", &m],
+        "loop.jinja",
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        start.elapsed()
+    );
 }
 
 #[test]
 fn render_with_a_recursive_macro_stops() {
     let dir = tempfile::tempdir().unwrap();
-    let t = write(dir.path(), "rec.jinja", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
-    let m = write(dir.path(), "m.json", "[{\"role\": \"user\", \"content\": \"hi\"}]");
+    let t = write(
+        dir.path(),
+        "rec.jinja",
+        "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+    );
+    let m = write(
+        dir.path(),
+        "m.json",
+        "[{\"role\": \"user\", \"content\": \"hi\"}]",
+    );
     assert_bad_input(&["render", "--template", &t, "--messages", &m], "rec.jinja");
 }
 
@@ -124,9 +192,16 @@ fn render_with_a_recursive_macro_stops() {
 fn render_raise_exception_carries_the_templates_message() {
     let dir = tempfile::tempdir().unwrap();
     let t = write(dir.path(), "r.jinja", "{% if messages[0]['role'] != 'user' %}{{ raise_exception('Conversation roles must alternate user/assistant') }}{% endif %}ok");
-    let m = write(dir.path(), "m.json", "[{\"role\": \"assistant\", \"content\": \"hi\"}]");
+    let m = write(
+        dir.path(),
+        "m.json",
+        "[{\"role\": \"assistant\", \"content\": \"hi\"}]",
+    );
     let err = assert_bad_input(&["render", "--template", &t, "--messages", &m], "r.jinja");
-    assert!(err.contains("Conversation roles must alternate user/assistant"), "{err}");
+    assert!(
+        err.contains("Conversation roles must alternate user/assistant"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -134,9 +209,27 @@ fn render_with_malformed_messages() {
     let dir = tempfile::tempdir().unwrap();
     let m = write(dir.path(), "m.json", "{\"messages\": 3}");
     let model = fixture();
-    assert_bad_input(&["render", "--model", model.to_str().unwrap(), "--messages", &m], "m.json");
+    assert_bad_input(
+        &[
+            "render",
+            "--model",
+            model.to_str().unwrap(),
+            "--messages",
+            &m,
+        ],
+        "m.json",
+    );
     let m = write(dir.path(), "m2.json", "[{\"role\": \"user\"");
-    assert_bad_input(&["render", "--model", model.to_str().unwrap(), "--messages", &m], "m2.json");
+    assert_bad_input(
+        &[
+            "render",
+            "--model",
+            model.to_str().unwrap(),
+            "--messages",
+            &m,
+        ],
+        "m2.json",
+    );
 }
 
 #[test]

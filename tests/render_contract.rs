@@ -39,7 +39,10 @@ fn model_dir(source_path: &str) -> PathBuf {
 
 #[test]
 fn every_model_golden_text_and_ids() {
-    let convs: Vec<Value> = serde_json::from_str(&fs::read_to_string(corpus().join("goldens/conversations.json")).unwrap()).unwrap();
+    let convs: Vec<Value> = serde_json::from_str(
+        &fs::read_to_string(corpus().join("goldens/conversations.json")).unwrap(),
+    )
+    .unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let mut checked = 0;
     let mut failures = Vec::new();
@@ -66,24 +69,41 @@ fn every_model_golden_text_and_ids() {
             match (render(&args(&dir, &file, agp)), case.get("error")) {
                 (Ok(out), None) => compare(&label, &out, case, &mut failures),
                 (Err(_), Some(_)) => {}
-                (Ok(out), Some(e)) => failures.push(format!("{label}: transformers raised {e}, we rendered {:?}", out.text)),
+                (Ok(out), Some(e)) => failures.push(format!(
+                    "{label}: transformers raised {e}, we rendered {:?}",
+                    out.text
+                )),
                 (Err(e), None) => failures.push(format!("{label}: we failed: {e}")),
             }
         }
     }
     assert!(checked >= 100, "only {checked} cases found");
-    assert!(failures.is_empty(), "{} of {checked} model-golden cases differ:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} model-golden cases differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 fn compare(label: &str, out: &RenderOutput, case: &Value, failures: &mut Vec<String>) {
     if out.text != case["text"].as_str().unwrap() {
-        failures.push(format!("{label}: text differs\n  want {:?}\n  got  {:?}", case["text"], out.text));
+        failures.push(format!(
+            "{label}: text differs\n  want {:?}\n  got  {:?}",
+            case["text"], out.text
+        ));
         return;
     }
     let want: Vec<u32> = serde_json::from_value(case["ids_tokenizers"].clone()).unwrap();
-    let got = out.encoding.as_ref().map(|e| e.get_ids().to_vec()).unwrap_or_default();
+    let got = out
+        .encoding
+        .as_ref()
+        .map(|e| e.get_ids().to_vec())
+        .unwrap_or_default();
     if got != want {
-        failures.push(format!("{label}: ids differ\n  want {want:?}\n  got  {got:?}"));
+        failures.push(format!(
+            "{label}: ids differ\n  want {want:?}\n  got  {got:?}"
+        ));
     }
 }
 
@@ -92,12 +112,26 @@ fn compare(label: &str, out: &RenderOutput, case: &Value, failures: &mut Vec<Str
 fn mask_from_spans(out: &RenderOutput) -> Vec<u8> {
     let enc = out.encoding.as_ref().unwrap();
     // Encoding offsets are bytes; spans are code points.
-    let byte_of = |cp: usize| out.text.char_indices().nth(cp).map(|(b, _)| b).unwrap_or(out.text.len());
+    let byte_of = |cp: usize| {
+        out.text
+            .char_indices()
+            .nth(cp)
+            .map(|(b, _)| b)
+            .unwrap_or(out.text.len())
+    };
     let mut mask = vec![0u8; enc.get_ids().len()];
     for &(s, e) in &out.assistant_spans {
         let (bs, be) = (byte_of(s), byte_of(e - 1));
-        let first = enc.get_offsets().iter().position(|&(a, b)| a <= bs && bs < b).unwrap();
-        let last = enc.get_offsets().iter().position(|&(a, b)| a <= be && be < b).unwrap();
+        let first = enc
+            .get_offsets()
+            .iter()
+            .position(|&(a, b)| a <= bs && bs < b)
+            .unwrap();
+        let last = enc
+            .get_offsets()
+            .iter()
+            .position(|&(a, b)| a <= be && be < b)
+            .unwrap();
         mask[first..=last].iter_mut().for_each(|m| *m = 1);
     }
     mask
@@ -115,9 +149,17 @@ fn fixture_sft_rows_ids_and_assistant_masks() {
         fs::write(&file, row["messages"].to_string()).unwrap();
         let out = render(&args(&dir, &file, false)).unwrap();
         let want: Vec<u32> = serde_json::from_value(row["input_ids"].clone()).unwrap();
-        assert_eq!(out.encoding.as_ref().unwrap().get_ids(), &want[..], "row {i}");
+        assert_eq!(
+            out.encoding.as_ref().unwrap().get_ids(),
+            &want[..],
+            "row {i}"
+        );
         let mask: Vec<u8> = serde_json::from_value(row["assistant_mask"].clone()).unwrap();
-        assert_eq!(mask_from_spans(&out), mask, "row {i}: assistant spans do not give transformers' mask");
+        assert_eq!(
+            mask_from_spans(&out),
+            mask,
+            "row {i}: assistant spans do not give transformers' mask"
+        );
         n += 1;
     }
     assert_eq!(n, 8);
@@ -127,22 +169,62 @@ fn fixture_sft_rows_ids_and_assistant_masks() {
 fn json_output_shape_through_the_binary() {
     let tmp = tempfile::tempdir().unwrap();
     let m = tmp.path().join("m.json");
-    fs::write(&m, r#"{"messages": [{"role": "user", "content": "What is 2+2?"}], "tools": null}"#).unwrap();
+    fs::write(
+        &m,
+        r#"{"messages": [{"role": "user", "content": "What is 2+2?"}], "tools": null}"#,
+    )
+    .unwrap();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-chatml");
-    let out = Command::cargo_bin("chatgate").unwrap().args(["render", "--model"]).arg(&fixture).arg("--messages").arg(&m).args(["--add-generation-prompt", "--format", "json"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::cargo_bin("chatgate")
+        .unwrap()
+        .args(["render", "--model"])
+        .arg(&fixture)
+        .arg("--messages")
+        .arg(&m)
+        .args(["--add-generation-prompt", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["text"], "<s><|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n");
-    assert_eq!(v["ids"].as_array().unwrap().len(), v["tokens"].as_array().unwrap().len());
+    assert_eq!(
+        v["text"],
+        "<s><|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+    );
+    assert_eq!(
+        v["ids"].as_array().unwrap().len(),
+        v["tokens"].as_array().unwrap().len()
+    );
     assert_eq!(v["ids"][0], 0, "the template's own BOS, once");
     assert_eq!(v["tokens"][1], "<|im_start|>");
     assert_eq!(v["assistant_spans"], json!([]));
 
     // --template without a model: no tokenizer, so no ids; bos from the flag.
     let t = tmp.path().join("t.jinja");
-    fs::write(&t, "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}").unwrap();
-    let out = Command::cargo_bin("chatgate").unwrap().args(["render", "--template"]).arg(&t).arg("--messages").arg(&m).args(["--bos-token", "<B>", "--format", "json"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    fs::write(
+        &t,
+        "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}",
+    )
+    .unwrap();
+    let out = Command::cargo_bin("chatgate")
+        .unwrap()
+        .args(["render", "--template"])
+        .arg(&t)
+        .arg("--messages")
+        .arg(&m)
+        .args(["--bos-token", "<B>", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["text"], "<B>[user] What is 2+2?\n");
     assert!(v.get("ids").is_none() && v.get("tokens").is_none(), "{v}");

@@ -21,6 +21,14 @@ use crate::error::{Error, Result};
 pub const MAX_NESTING: usize = 8;
 /// ggml's GGML_MAX_DIMS.
 pub const MAX_DIMS: u32 = 4;
+/// Upper bounds that keep a corrupted header in a large file from exhausting memory: the
+/// values decoded from all metadata together (a 1M-token vocabulary with scores, types and
+/// merges is about 4M), one string (a whole tokenizer.json embedded as a string is ~30 MB),
+/// metadata entries and tensors.
+pub const MAX_METADATA_VALUES: u64 = 1 << 24;
+pub const MAX_STRING_BYTES: u64 = 256 << 20;
+pub const MAX_METADATA_ENTRIES: u64 = 1 << 20;
+pub const MAX_TENSORS: u64 = 1 << 22;
 const DEFAULT_ALIGNMENT: u64 = 32;
 
 /// One entry of the tensor table.
@@ -137,6 +145,8 @@ struct Reader {
     pos: u64,
     size: u64,
     path: PathBuf,
+    /// Metadata values still allowed (see MAX_METADATA_VALUES).
+    budget: u64,
 }
 
 impl Reader {
@@ -159,7 +169,9 @@ impl Reader {
         }
         // n <= remaining file size, so the allocation is bounded by the file.
         let mut buf = vec![0u8; n as usize];
-        self.inner.read_exact(&mut buf).map_err(|e| Error::io(&self.path, e))?;
+        self.inner
+            .read_exact(&mut buf)
+            .map_err(|e| Error::io(&self.path, e))?;
         self.pos += n;
         Ok(buf)
     }
@@ -172,7 +184,9 @@ impl Reader {
             )));
         }
         let mut buf = [0u8; N];
-        self.inner.read_exact(&mut buf).map_err(|e| Error::io(&self.path, e))?;
+        self.inner
+            .read_exact(&mut buf)
+            .map_err(|e| Error::io(&self.path, e))?;
         self.pos += N as u64;
         Ok(buf)
     }
@@ -188,6 +202,11 @@ impl Reader {
     fn string(&mut self, what: &str) -> Result<String> {
         let at = self.pos;
         let len = self.u64(what)?;
+        if len > MAX_STRING_BYTES {
+            return Err(self.corrupt(format!(
+                "{what} at byte {at} claims a length of {len} bytes, more than the {MAX_STRING_BYTES}-byte limit for one string"
+            )));
+        }
         if len > self.remaining() {
             return Err(self.corrupt(format!(
                 "{what} at byte {at} claims a length of {len} bytes, more than the {} bytes left in the file",
@@ -202,6 +221,12 @@ impl Reader {
     }
 
     fn value(&mut self, ty: u32, depth: usize, key: &str) -> Result<Value> {
+        if self.budget == 0 {
+            return Err(self.corrupt(format!(
+                "metadata `{key}`: the header holds more than {MAX_METADATA_VALUES} values, which no real GGUF does"
+            )));
+        }
+        self.budget -= 1;
         Ok(match ty {
             vt::U8 => Value::from(self.array::<1>(key)?[0]),
             vt::I8 => Value::from(i8::from_le_bytes(self.array::<1>(key)?)),
@@ -216,7 +241,9 @@ impl Reader {
             vt::BOOL => {
                 let b = self.array::<1>(key)?[0];
                 if b > 1 {
-                    return Err(self.corrupt(format!("metadata `{key}`: boolean byte {b} is neither 0 nor 1")));
+                    return Err(self.corrupt(format!(
+                        "metadata `{key}`: boolean byte {b} is neither 0 nor 1"
+                    )));
                 }
                 Value::Bool(b == 1)
             }
@@ -235,14 +262,19 @@ impl Reader {
                         "metadata `{key}`: array element type {elem} is not a GGUF value type"
                     )));
                 };
+                if count > self.budget {
+                    return Err(self.corrupt(format!(
+                        "metadata `{key}` at byte {at}: an array of {count} elements is more than the {MAX_METADATA_VALUES}-value limit"
+                    )));
+                }
                 if count.checked_mul(each).is_none_or(|n| n > self.remaining()) {
                     return Err(self.corrupt(format!(
                         "metadata `{key}` at byte {at}: an array of {count} elements cannot fit in the {} bytes left in the file",
                         self.remaining()
                     )));
                 }
-                // count * each <= remaining, so the capacity is bounded by the file size.
-                let mut items = Vec::with_capacity(count as usize);
+                // count is bounded by the value budget and by the bytes left in the file.
+                let mut items = Vec::with_capacity(count.min(1 << 16) as usize);
                 for _ in 0..count {
                     items.push(self.value(elem, depth + 1, key)?);
                 }
@@ -258,18 +290,29 @@ impl Reader {
 }
 
 fn float(f: f64) -> Value {
-    Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null)
+    Number::from_f64(f)
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
 }
 
 /// Read a GGUF file's header (metadata and tensor table; no tensor data).
 pub fn read_gguf(path: &Path) -> Result<GgufInfo> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
-    let mut r = Reader { inner: BufReader::with_capacity(1 << 20, file), pos: 0, size, path: path.to_path_buf() };
+    let mut r = Reader {
+        inner: BufReader::with_capacity(1 << 20, file),
+        pos: 0,
+        size,
+        path: path.to_path_buf(),
+        budget: MAX_METADATA_VALUES,
+    };
 
     if size < 4 {
-        return Err(Error::in_file(path, format!("is {size} bytes long, too short to be a GGUF file"))
-            .hint("the file is truncated; download or convert it again"));
+        return Err(Error::in_file(
+            path,
+            format!("is {size} bytes long, too short to be a GGUF file"),
+        )
+        .hint("the file is truncated; download or convert it again"));
     }
     let magic = r.array::<4>("the magic")?;
     match &magic {
@@ -294,30 +337,49 @@ pub fn read_gguf(path: &Path) -> Result<GgufInfo> {
     match version {
         2 | 3 => {}
         1 => {
-            return Err(Error::in_file(path, "is GGUF version 1, which chatgate does not read")
-                .hint("convert the model again with a current llama.cpp (GGUF v3)"))
+            return Err(
+                Error::in_file(path, "is GGUF version 1, which chatgate does not read")
+                    .hint("convert the model again with a current llama.cpp (GGUF v3)"),
+            )
         }
         v if v.swap_bytes() <= 3 && v.swap_bytes() > 0 => {
             return Err(Error::in_file(
                 path,
-                format!("is a big-endian GGUF (version {}); chatgate reads little-endian GGUF only", v.swap_bytes()),
+                format!(
+                    "is a big-endian GGUF (version {}); chatgate reads little-endian GGUF only",
+                    v.swap_bytes()
+                ),
             )
             .hint("convert the model again without --bigendian"))
         }
         v => {
-            return Err(Error::in_file(path, format!("has GGUF version {v}; chatgate reads versions 2 and 3"))
-                .hint("the file is corrupted or from a newer format; check it with llama.cpp's gguf-dump"))
+            return Err(Error::in_file(
+                path,
+                format!("has GGUF version {v}; chatgate reads versions 2 and 3"),
+            )
+            .hint(
+                "the file is corrupted or from a newer format; check it with llama.cpp's gguf-dump",
+            ))
         }
     }
     let tensor_count = r.u64("the tensor count")?;
     let kv_count = r.u64("the metadata count")?;
     // Smallest metadata entry: 8-byte key length + 4-byte type + 1-byte value.
-    if kv_count.checked_mul(13).is_none_or(|n| n > r.remaining()) {
-        return Err(r.corrupt(format!("declares {kv_count} metadata entries, more than the file can hold")));
+    if kv_count > MAX_METADATA_ENTRIES || kv_count.checked_mul(13).is_none_or(|n| n > r.remaining())
+    {
+        return Err(r.corrupt(format!(
+            "declares {kv_count} metadata entries, more than the file can hold"
+        )));
     }
     // Smallest tensor entry: name length 8 + dims count 4 + type 4 + offset 8.
-    if tensor_count.checked_mul(24).is_none_or(|n| n > r.remaining()) {
-        return Err(r.corrupt(format!("declares {tensor_count} tensors, more than the file can hold")));
+    if tensor_count > MAX_TENSORS
+        || tensor_count
+            .checked_mul(24)
+            .is_none_or(|n| n > r.remaining())
+    {
+        return Err(r.corrupt(format!(
+            "declares {tensor_count} tensors, more than the file can hold"
+        )));
     }
 
     let mut metadata = IndexMap::with_capacity(kv_count.min(4096) as usize);
@@ -336,21 +398,35 @@ pub fn read_gguf(path: &Path) -> Result<GgufInfo> {
         let name = r.string(&format!("tensor name #{i}"))?;
         let n_dims = r.u32(&name)?;
         if n_dims > MAX_DIMS {
-            return Err(r.corrupt(format!("tensor `{name}` has {n_dims} dimensions; ggml allows at most {MAX_DIMS}")));
+            return Err(r.corrupt(format!(
+                "tensor `{name}` has {n_dims} dimensions; ggml allows at most {MAX_DIMS}"
+            )));
         }
         let mut dims = Vec::with_capacity(n_dims as usize);
         for _ in 0..n_dims {
             dims.push(r.u64(&name)?);
         }
-        if dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).is_none() {
-            return Err(r.corrupt(format!("tensor `{name}` has dimensions {dims:?} whose product overflows")));
+        if dims
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .is_none()
+        {
+            return Err(r.corrupt(format!(
+                "tensor `{name}` has dimensions {dims:?} whose product overflows"
+            )));
         }
         let ggml_type = r.u32(&name)?;
         let offset = r.u64(&name)?;
         if !names.insert(name.clone()) {
             return Err(r.corrupt(format!("tensor `{name}` appears twice in the tensor table")));
         }
-        tensors.push(GgufTensor { name, dims, ggml_type, type_name: ggml_type_name(ggml_type), offset });
+        tensors.push(GgufTensor {
+            name,
+            dims,
+            ggml_type,
+            type_name: ggml_type_name(ggml_type),
+            offset,
+        });
     }
 
     let alignment = match metadata.get("general.alignment") {
@@ -434,6 +510,45 @@ impl GgufInfo {
     pub fn token_text(&self, id_key: &str) -> Option<String> {
         let id = self.get_u64(&format!("tokenizer.ggml.{id_key}"))?;
         let tokens = self.metadata.get("tokenizer.ggml.tokens")?.as_array()?;
-        tokens.get(usize::try_from(id).ok()?)?.as_str().map(str::to_string)
+        tokens
+            .get(usize::try_from(id).ok()?)?
+            .as_str()
+            .map(str::to_string)
+    }
+}
+
+impl GgufInfo {
+    /// Metadata keys llama.cpp needs to load this file that it lacks (see
+    /// research/servers.md): the architecture's hyper-parameters and the tokenizer. Only the
+    /// keys common to llama-style architectures are checked; an empty list is not a guarantee.
+    pub fn missing_llama_cpp_keys(&self) -> Vec<String> {
+        let mut missing = Vec::new();
+        let Some(arch) = self.architecture().map(str::to_string) else {
+            return vec!["general.architecture".to_string()];
+        };
+        let mut want: Vec<String> = [
+            "context_length",
+            "embedding_length",
+            "block_count",
+            "feed_forward_length",
+            "attention.head_count",
+        ]
+        .iter()
+        .map(|k| format!("{arch}.{k}"))
+        .collect();
+        if arch == "llama" {
+            want.push(format!("{arch}.attention.layer_norm_rms_epsilon"));
+        }
+        want.push("tokenizer.ggml.model".into());
+        want.push("tokenizer.ggml.tokens".into());
+        if self.get_str("tokenizer.ggml.model") == Some("gpt2") {
+            want.push("tokenizer.ggml.merges".into());
+        }
+        for key in want {
+            if !self.metadata.contains_key(&key) {
+                missing.push(key);
+            }
+        }
+        missing
     }
 }

@@ -43,7 +43,8 @@ const BAILINGMOE: &str = r"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L
 const BLOOM: &str = r" ?[^(\s|.,!?…。，、।۔،)]+";
 /// DeepSeek's cased-letter class (llama.cpp's LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_LLM).
 const DEEPSEEK_LETTERS: &str = "\\s?[A-Za-z\u{b5}\u{c0}-\u{d6}\u{d8}-\u{f6}\u{f8}-\u{1ba}\u{1bc}-\u{1bf}\u{1c4}-\u{293}\u{295}-\u{2af}\u{370}-\u{373}\u{376}\u{377}\u{37b}-\u{37d}\u{37f}\u{386}\u{388}-\u{38a}\u{38c}\u{38e}-\u{3a1}\u{3a3}-\u{3f5}\u{3f7}-\u{481}\u{48a}-\u{52f}\u{531}-\u{556}\u{10a0}-\u{10c5}\u{13a0}-\u{13f5}\u{13f8}-\u{13fd}\u{1c90}-\u{1cba}\u{1cbd}-\u{1cbf}\u{1d00}-\u{1d2b}\u{1d6b}-\u{1d77}\u{1d79}-\u{1d9a}\u{1e00}-\u{1f15}\u{1f18}-\u{1f1d}\u{1f20}-\u{1f45}\u{1f48}-\u{1f4d}\u{1f50}-\u{1f57}\u{1f59}\u{1f5b}\u{1f5d}\u{1f5f}-\u{1f7d}\u{1f80}-\u{1fb4}\u{1fb6}-\u{1fbc}\u{1fbe}\u{1fc2}-\u{1fc4}\u{1fc6}-\u{1fcc}\u{1fd0}-\u{1fd3}\u{1fd6}-\u{1fdb}\u{1fe0}-\u{1fec}\u{1ff2}-\u{1ff4}\u{1ff6}-\u{1ffc}\u{2102}\u{2107}\u{210a}-\u{2113}\u{2115}\u{2119}-\u{211d}\u{2124}\u{2126}\u{2128}\u{212a}-\u{212d}\u{212f}-\u{2134}\u{2139}\u{213c}-\u{213f}\u{2145}-\u{2149}\u{214e}\u{2183}\u{2184}\u{2c00}-\u{2c7b}\u{2c7e}-\u{2ce4}\u{2ceb}-\u{2cee}\u{2cf2}\u{2cf3}\u{a640}-\u{a66d}\u{a680}-\u{a69b}\u{a722}-\u{a76f}\u{a771}-\u{a787}\u{a78b}-\u{a78e}\u{ab70}-\u{abbf}\u{fb00}-\u{fb06}\u{fb13}-\u{fb17}\u{ff21}-\u{ff3a}\u{ff41}-\u{ff5a}\u{10400}-\u{1044f}\u{104b0}-\u{104d3}\u{104d8}-\u{104fb}\u{10c80}-\u{10cb2}\u{10cc0}-\u{10cf2}\u{118a0}-\u{118df}\u{1e900}-\u{1e943}]+";
-const DEEPSEEK_PUNCT: &str = "\\s?[!-/:-~\u{ff01}-\u{ff0f}\u{ff1a}-\u{ff5e}\u{2018}-\u{201f}\u{3000}-\u{3002}]+";
+const DEEPSEEK_PUNCT: &str =
+    "\\s?[!-/:-~\u{ff01}-\u{ff0f}\u{ff1a}-\u{ff5e}\u{2018}-\u{201f}\u{3000}-\u{3002}]+";
 const DEEPSEEK_CJK: &str = "[\u{4e00}-\u{9fa5}\u{800}-\u{4e00}\u{ac00}-\u{d7ff}]+";
 const DEEPSEEK3_CJK: &str = "[\u{4e00}-\u{9fa5}\u{3040}-\u{309f}\u{30a0}-\u{30ff}]+";
 const DEEPSEEK3_MAIN: &str = r##"[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"##;
@@ -58,27 +59,59 @@ struct BpePre {
 /// The pre-tokenizer for a `tokenizer.ggml.pre` value (llama-vocab.cpp `load` + `llm_tokenizer_bpe`).
 /// None for values llama.cpp knows but this table does not implement.
 fn bpe_pre(pre: &str) -> Option<BpePre> {
-    let p = |regexes: Vec<&'static str>| BpePre { regexes, ignore_merges: false, add_bos: false };
+    let p = |regexes: Vec<&'static str>| BpePre {
+        regexes,
+        ignore_merges: false,
+        add_bos: false,
+    };
     Some(match pre {
-        "default" => p(vec![r"[\p{P}\$\+<=>\^~\|]+", GPT2, r"\p{N}+", "[0-9][0-9][0-9]"]),
-        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0" | "lfm2"
-        | "jina-v5-nano" => BpePre { regexes: vec![LLAMA3], ignore_merges: true, add_bos: true },
+        "default" => p(vec![
+            r"[\p{P}\$\+<=>\^~\|]+",
+            GPT2,
+            r"\p{N}+",
+            "[0-9][0-9][0-9]",
+        ]),
+        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0"
+        | "lfm2" | "jina-v5-nano" => BpePre {
+            regexes: vec![LLAMA3],
+            ignore_merges: true,
+            add_bos: true,
+        },
         "dbrx" | "smaug-bpe" | "glm4" | "chatglm-bpe" => p(vec![LLAMA3]),
-        "deepseek-llm" => p(vec![r"[\r\n]", DEEPSEEK_LETTERS, DEEPSEEK_PUNCT, r"\s+$", DEEPSEEK_CJK, r"\p{N}+"]),
-        "deepseek-coder" => p(vec![r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", DEEPSEEK_CJK, r"\p{N}"]),
+        "deepseek-llm" => p(vec![
+            r"[\r\n]",
+            DEEPSEEK_LETTERS,
+            DEEPSEEK_PUNCT,
+            r"\s+$",
+            DEEPSEEK_CJK,
+            r"\p{N}+",
+        ]),
+        "deepseek-coder" => p(vec![
+            r"[\r\n]",
+            r"\s?\p{L}+",
+            r"\s?\p{P}+",
+            DEEPSEEK_CJK,
+            r"\p{N}",
+        ]),
         "deepseek-v3" | "hunyuan-dense" => p(vec![r"\p{N}{1,3}", DEEPSEEK3_CJK, DEEPSEEK3_MAIN]),
         "falcon" => p(vec![r"[\p{P}\$\+<=>\^~\|`]+", GPT2, "[0-9][0-9][0-9]"]),
         "starcoder" | "refact" | "command-r" | "smollm" | "codeshell" | "exaone" | "minerva-7b" => {
             p(vec![r"\p{N}", GPT2])
         }
-        "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es" | "jina-v2-de" | "a.x-4.0"
-        | "mellum" | "jina-v1-en" | "jina-v2-code" | "roberta-bpe" | "mpt" | "olmo" | "jais" | "trillion"
-        | "granite-docling" | "exaone4" => p(vec![GPT2]),
-        "qwen2" | "deepseek-r1-qwen" | "kormo" | "stablelm2" | "megrez" | "hunyuan" => p(vec![QWEN2]),
+        "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es" | "jina-v2-de"
+        | "a.x-4.0" | "mellum" | "jina-v1-en" | "jina-v2-code" | "roberta-bpe" | "mpt" | "olmo"
+        | "jais" | "trillion" | "granite-docling" | "exaone4" => p(vec![GPT2]),
+        "qwen2" | "deepseek-r1-qwen" | "kormo" | "stablelm2" | "megrez" | "hunyuan" => {
+            p(vec![QWEN2])
+        }
         "qwen35" => p(vec![QWEN35]),
         "poro-chat" | "bloom" | "gpt3-finnish" => p(vec![BLOOM]),
         "viking" => p(vec![BLOOM, r"\p{N}"]),
-        "tekken" => BpePre { regexes: vec![TEKKEN], ignore_merges: true, add_bos: true },
+        "tekken" => BpePre {
+            regexes: vec![TEKKEN],
+            ignore_merges: true,
+            add_bos: true,
+        },
         "gpt-4o" | "llama4" | "minimax-m2" => p(vec![GPT4O]),
         "seed-coder" => p(vec![SEED_CODER]),
         "grok-2" => p(vec![QWEN2]),
@@ -108,9 +141,14 @@ fn metadata_numbers(info: &GgufInfo, key: &str, len: usize) -> Result<Option<Vec
         None => Ok(None),
         Some(Value::Array(items)) => {
             if items.len() != len {
-                return Err(format!("`{key}` has {} entries but there are {len} tokens", items.len()));
+                return Err(format!(
+                    "`{key}` has {} entries but there are {len} tokens",
+                    items.len()
+                ));
             }
-            Ok(Some(items.iter().map(|v| v.as_f64().unwrap_or(0.0)).collect()))
+            Ok(Some(
+                items.iter().map(|v| v.as_f64().unwrap_or(0.0)).collect(),
+            ))
         }
         Some(_) => Err(format!("`{key}` is not an array of numbers")),
     }
@@ -166,9 +204,11 @@ pub fn build(info: &GgufInfo) -> Result<GgufTokenizer, String> {
             ));
         }
     };
-    let text = serde_json::to_string(&built).map_err(|e| format!("cannot serialize the tokenizer: {e}"))?;
-    let tokenizer: tokenizers::Tokenizer =
-        text.parse().map_err(|e| format!("the tokenizer built from the metadata does not load: {e}"))?;
+    let text = serde_json::to_string(&built)
+        .map_err(|e| format!("cannot serialize the tokenizer: {e}"))?;
+    let tokenizer: tokenizers::Tokenizer = text
+        .parse()
+        .map_err(|e| format!("the tokenizer built from the metadata does not load: {e}"))?;
     let canonical = tokenizer
         .to_string(false)
         .map_err(|e| format!("cannot serialize the tokenizer: {e}"))?;
@@ -212,8 +252,16 @@ fn post_processor(info: &GgufInfo, tokens: &[String], default_bos: bool) -> Valu
         let id = usize::try_from(info.get_u64(id_key)?).ok()?;
         tokens.get(id).map(|t| (t.clone(), id))
     };
-    let bos = pick("tokenizer.ggml.add_bos_token", default_bos, "tokenizer.ggml.bos_token_id");
-    let eos = pick("tokenizer.ggml.add_eos_token", false, "tokenizer.ggml.eos_token_id");
+    let bos = pick(
+        "tokenizer.ggml.add_bos_token",
+        default_bos,
+        "tokenizer.ggml.bos_token_id",
+    );
+    let eos = pick(
+        "tokenizer.ggml.add_eos_token",
+        false,
+        "tokenizer.ggml.eos_token_id",
+    );
     if bos.is_none() && eos.is_none() {
         return Value::Null;
     }
@@ -264,7 +312,13 @@ fn tokenizer_json(
     })
 }
 
-fn bpe_model(vocab: Map<String, Value>, merges: Vec<Value>, byte_fallback: bool, unk: Option<&str>, ignore_merges: bool) -> Value {
+fn bpe_model(
+    vocab: Map<String, Value>,
+    merges: Vec<Value>,
+    byte_fallback: bool,
+    unk: Option<&str>,
+    ignore_merges: bool,
+) -> Value {
     json!({
         "type": "BPE",
         "dropout": null,
@@ -279,13 +333,22 @@ fn bpe_model(vocab: Map<String, Value>, merges: Vec<Value>, byte_fallback: bool,
     })
 }
 
-fn byte_level(info: &GgufInfo, tokens: &[String], types: &[i64], notes: &mut Vec<String>) -> Result<Value, String> {
-    let merges_raw = metadata_strings(info, "tokenizer.ggml.merges")?
-        .ok_or("a gpt2 (byte-level BPE) tokenizer needs `tokenizer.ggml.merges`, which the file lacks")?;
+fn byte_level(
+    info: &GgufInfo,
+    tokens: &[String],
+    types: &[i64],
+    notes: &mut Vec<String>,
+) -> Result<Value, String> {
+    let merges_raw = metadata_strings(info, "tokenizer.ggml.merges")?.ok_or(
+        "a gpt2 (byte-level BPE) tokenizer needs `tokenizer.ggml.merges`, which the file lacks",
+    )?;
     let pre_name = match info.get_str("tokenizer.ggml.pre") {
         Some(p) => p,
         None => {
-            notes.push("no tokenizer.ggml.pre; using llama.cpp's default pre-tokenizer, as llama.cpp does".into());
+            notes.push(
+                "no tokenizer.ggml.pre; using llama.cpp's default pre-tokenizer, as llama.cpp does"
+                    .into(),
+            );
             "default"
         }
     };
@@ -312,7 +375,11 @@ fn byte_level(info: &GgufInfo, tokens: &[String], types: &[i64], notes: &mut Vec
     let mut dropped = 0usize;
     for m in &merges_raw {
         match m.split_once(' ') {
-            Some((a, b)) if vocab.contains_key(a) && vocab.contains_key(b) && vocab.contains_key(&format!("{a}{b}")) => {
+            Some((a, b))
+                if vocab.contains_key(a)
+                    && vocab.contains_key(b)
+                    && vocab.contains_key(&format!("{a}{b}")) =>
+            {
                 merges.push(json!([a, b]));
             }
             _ => dropped += 1,
@@ -324,9 +391,7 @@ fn byte_level(info: &GgufInfo, tokens: &[String], types: &[i64], notes: &mut Vec
             merges_raw.len()
         ));
     }
-    let split = |r: &str| {
-        json!({"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": false})
-    };
+    let split = |r: &str| json!({"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": false});
     let mut pres: Vec<Value> = pre.regexes.iter().map(|r| split(r)).collect();
     pres.push(json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}));
     Ok(tokenizer_json(
@@ -342,7 +407,11 @@ fn byte_level(info: &GgufInfo, tokens: &[String], types: &[i64], notes: &mut Vec
 /// transformers' `generate_merges(vocab, vocab_scores)`: every split of a token into two
 /// vocabulary pieces, best score first, ties by longer left then longer right piece, then by
 /// token order and piece ids (Python's stable sort).
-fn merges_from_scores(tokens: &[String], vocab: &HashMap<&str, usize>, scores: &[f64]) -> Vec<Value> {
+fn merges_from_scores(
+    tokens: &[String],
+    vocab: &HashMap<&str, usize>,
+    scores: &[f64],
+) -> Vec<Value> {
     // (score, len(left), len(right), sequence) so a stable sort reproduces Python's order.
     let mut found: Vec<(f64, usize, usize, &str, &str)> = Vec::new();
     let mut seen: HashSet<&str> = HashSet::new();
@@ -375,7 +444,10 @@ fn merges_from_scores(tokens: &[String], vocab: &HashMap<&str, usize>, scores: &
             .then(b.1.cmp(&a.1))
             .then(b.2.cmp(&a.2))
     });
-    found.into_iter().map(|(_, _, _, l, r)| json!([l, r])).collect()
+    found
+        .into_iter()
+        .map(|(_, _, _, l, r)| json!([l, r]))
+        .collect()
 }
 
 fn sentencepiece(info: &GgufInfo, tokens: &[String], types: &[i64]) -> Result<Value, String> {
@@ -407,7 +479,11 @@ fn sentencepiece(info: &GgufInfo, tokens: &[String], types: &[i64]) -> Result<Va
         Some(m) => m
             .iter()
             .filter_map(|m| m.split_once(' '))
-            .filter(|(a, b)| vocab.contains_key(*a) && vocab.contains_key(*b))
+            .filter(|(a, b)| {
+                vocab.contains_key(*a)
+                    && vocab.contains_key(*b)
+                    && vocab.contains_key(&format!("{a}{b}"))
+            })
             .map(|(a, b)| json!([a, b]))
             .collect(),
         None => {
@@ -425,7 +501,9 @@ fn sentencepiece(info: &GgufInfo, tokens: &[String], types: &[i64]) -> Result<Va
         .and_then(|id| tokens.get(usize::try_from(id).ok()?))
         .cloned()
         .or_else(|| vocab.contains_key("<unk>").then(|| "<unk>".to_string()));
-    let add_space_prefix = info.get_bool("tokenizer.ggml.add_space_prefix").unwrap_or(!gemma);
+    let add_space_prefix = info
+        .get_bool("tokenizer.ggml.add_space_prefix")
+        .unwrap_or(!gemma);
     let replace = json!({"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"});
     let normalizer = if add_space_prefix {
         json!({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u{2581}"}, replace]})

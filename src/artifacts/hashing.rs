@@ -88,9 +88,9 @@ fn hash_pipelined(mut file: File) -> std::io::Result<sha2::digest::Output<Sha256
         while let Ok(item) = full_rx.recv() {
             let (buf, n) = item?;
             hasher.update(&buf[..n]);
-            if free_tx.send(buf).is_err() {
-                break;
-            }
+            // After end of file the reader is gone and the buffer is not needed; keep
+            // draining the buffers already read.
+            let _ = free_tx.send(buf);
         }
         Ok(hasher.finalize())
     })
@@ -109,16 +109,26 @@ pub fn total_hash(files: &[FileHash]) -> String {
 
 /// Hash every weight file (several at once when the machine has the cores).
 pub fn hash_files(weights: &[WeightFile]) -> Result<WeightsIdentity> {
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(weights.len()).max(1);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(weights.len())
+        .max(1);
     let next = AtomicUsize::new(0);
     let mut results: Vec<Option<Result<FileHash>>> = (0..weights.len()).map(|_| None).collect();
     let work = |out: &mut Vec<(usize, Result<FileHash>)>| loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(w) = weights.get(i) else { break };
         let r = (|| {
-            let size = std::fs::metadata(&w.path).map_err(|e| Error::io(&w.path, e))?.len();
+            let size = std::fs::metadata(&w.path)
+                .map_err(|e| Error::io(&w.path, e))?
+                .len();
             let sha256 = sha256_file(&w.path)?;
-            Ok(FileHash { name: w.name.clone(), size, sha256 })
+            Ok(FileHash {
+                name: w.name.clone(),
+                size,
+                sha256,
+            })
         })();
         out.push((i, r));
     };
@@ -139,7 +149,10 @@ pub fn hash_files(weights: &[WeightFile]) -> Result<WeightsIdentity> {
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
         });
         for (i, r) in outs.into_iter().flatten() {
             results[i] = Some(r);
@@ -150,8 +163,10 @@ pub fn hash_files(weights: &[WeightFile]) -> Result<WeightsIdentity> {
         match r {
             Some(r) => files.push(r?),
             None => {
-                return Err(Error::in_file(&weights[i].path, "hashing this file did not finish")
-                    .hint("run the command again"))
+                return Err(
+                    Error::in_file(&weights[i].path, "hashing this file did not finish")
+                        .hint("run the command again"),
+                )
             }
         }
     }

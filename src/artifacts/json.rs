@@ -11,7 +11,10 @@ pub(crate) fn read_object(path: &Path) -> Result<Map<String, Value>> {
         Value::Object(map) => Ok(map),
         other => Err(Error::in_file(
             path,
-            format!("expected a JSON object at the top level, found {}", kind(&other)),
+            format!(
+                "expected a JSON object at the top level, found {}",
+                kind(&other)
+            ),
         )
         .hint("the file is not in the format Hugging Face writes; re-download or re-save it")),
     }
@@ -39,7 +42,11 @@ pub(crate) struct Fields<'a> {
 
 impl<'a> Fields<'a> {
     pub fn new(path: &'a Path, obj: &'a Map<String, Value>) -> Self {
-        Fields { path, obj, prefix: String::new() }
+        Fields {
+            path,
+            obj,
+            prefix: String::new(),
+        }
     }
 
     /// The object under `key`, if it is one (None when absent or null).
@@ -62,12 +69,19 @@ impl<'a> Fields<'a> {
     pub fn wrong(&self, key: &str, expected: &str, found: &Value) -> Error {
         Error::in_file(
             self.path,
-            format!("`{}` should be {expected}, but it is {}", self.key_name(key), kind(found)),
+            format!(
+                "`{}` should be {expected}, but it is {}",
+                self.key_name(key),
+                kind(found)
+            ),
         )
         .hint(format!(
             "fix or remove `{}` in {}",
             self.key_name(key),
-            self.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+            self.path
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
         ))
     }
 
@@ -168,7 +182,11 @@ impl<'a> Fields<'a> {
                             }
                         }
                         other => {
-                            return Err(self.wrong(key, "an integer token id or a list of them", other))
+                            return Err(self.wrong(
+                                key,
+                                "an integer token id or a list of them",
+                                other,
+                            ))
                         }
                     }
                 }
@@ -209,7 +227,10 @@ impl<'a> Fields<'a> {
                 Some(other) => Err(self.wrong(&format!("{key}.content"), "a string", other)),
                 None => Err(Error::in_file(
                     self.path,
-                    format!("`{}` is an object without a `content` string", self.key_name(key)),
+                    format!(
+                        "`{}` is an object without a `content` string",
+                        self.key_name(key)
+                    ),
                 )
                 .hint("a token is either a string or {\"content\": \"...\", ...}")),
             },
@@ -221,7 +242,10 @@ impl<'a> Fields<'a> {
     pub fn tokens(&self, key: &str) -> Result<Vec<String>> {
         match self.get(key) {
             None => Ok(Vec::new()),
-            Some(Value::Array(items)) => items.iter().map(|item| self.token_value(key, item)).collect(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| self.token_value(key, item))
+                .collect(),
             Some(other) => Err(self.wrong(key, "a list of tokens", other)),
         }
     }

@@ -1,7 +1,13 @@
 //! The checkpoint's files: what a Hugging Face model directory (or a GGUF file) ships.
 //! Reading never fails on a missing optional file; a malformed file is an error naming it.
 //!
-//! OWNER NOTE: public API below is fixed; internals live in sibling files.
+//! OWNER NOTE: public API below is fixed; internals live in sibling files:
+//! `open.rs` (directory walk, special-token resolution), `config.rs` (config.json,
+//! generation_config.json), `tokenizer_files.rs` (tokenizer.json, tokenizer_config.json,
+//! special_tokens_map.json), `templates.rs` (template sources and their precedence),
+//! `safetensors.rs` (headers, shard index), `gguf.rs` (hand-written GGUF header reader),
+//! `gguf_tokenizer.rs` (a `tokenizers::Tokenizer` from GGUF metadata), `hashing.rs`
+//! (streamed sha256), `json.rs` (typed JSON fields with file/key errors).
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -24,7 +30,7 @@ mod tokenizer_files;
 pub use config::{read_generation_config, read_model_config};
 pub use gguf::{ggml_type_name, read_gguf, GgufTensor};
 pub use gguf_tokenizer::{build as build_gguf_tokenizer, tokenizer_from_gguf, GgufTokenizer};
-pub use hashing::{sha256_file, sha256_hex};
+pub use hashing::{sha256_file, sha256_hex, total_hash};
 pub use safetensors::{read_header as read_safetensors_header, read_index as read_shard_index};
 pub use tokenizer_files::{read_special_tokens_map, read_tokenizer_config, read_tokenizer_json};
 
@@ -235,6 +241,7 @@ pub struct WeightsIdentity {
 
 /// Everything read from a model directory (or a single GGUF file).
 pub struct ModelDir {
+    /// The directory, or the `.gguf` file itself when a single file was opened.
     pub root: PathBuf,
     pub config: Option<ModelConfig>,
     /// Weight files sorted by name (safetensors shards and GGUF files).

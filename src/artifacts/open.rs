@@ -16,11 +16,14 @@ pub const GENERATION_CONFIG_FILE: &str = "generation_config.json";
 pub const SHARD_INDEX_FILE: &str = "model.safetensors.index.json";
 
 fn file_name(path: &Path) -> String {
-    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn has_ext(path: &Path, ext: &str) -> bool {
-    path.extension().is_some_and(|e| e.eq_ignore_ascii_case(ext))
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case(ext))
 }
 
 /// The tokenizer a GGUF describes, with why not (or what to know) recorded in `notes`.
@@ -32,7 +35,9 @@ fn gguf_tokenizer_noted(info: &GgufInfo, notes: &mut Vec<String>) -> Option<Toke
             Some(t.file)
         }
         Err(why) => {
-            notes.push(format!("{name}: no tokenizer built from the GGUF metadata: {why}"));
+            notes.push(format!(
+                "{name}: no tokenizer built from the GGUF metadata: {why}"
+            ));
             None
         }
     }
@@ -87,13 +92,18 @@ fn open_dir(root: &Path) -> Result<ModelDir> {
     let mut notes = Vec::new();
     let present = |name: &str| Some(root.join(name)).filter(|p| p.is_file());
 
-    let config = present(CONFIG_FILE).map(|p| config::read_model_config(&p)).transpose()?;
-    let generation_config =
-        present(GENERATION_CONFIG_FILE).map(|p| config::read_generation_config(&p)).transpose()?;
-    let tokenizer_config =
-        present(TOKENIZER_CONFIG_FILE).map(|p| tokenizer_files::read_tokenizer_config(&p)).transpose()?;
-    let special_tokens_map =
-        present(SPECIAL_TOKENS_MAP_FILE).map(|p| tokenizer_files::read_special_tokens_map(&p)).transpose()?;
+    let config = present(CONFIG_FILE)
+        .map(|p| config::read_model_config(&p))
+        .transpose()?;
+    let generation_config = present(GENERATION_CONFIG_FILE)
+        .map(|p| config::read_generation_config(&p))
+        .transpose()?;
+    let tokenizer_config = present(TOKENIZER_CONFIG_FILE)
+        .map(|p| tokenizer_files::read_tokenizer_config(&p))
+        .transpose()?;
+    let special_tokens_map = present(SPECIAL_TOKENS_MAP_FILE)
+        .map(|p| tokenizer_files::read_special_tokens_map(&p))
+        .transpose()?;
 
     // Weights: top-level *.safetensors and *.gguf.
     let mut weights: Vec<WeightFile> = Vec::new();
@@ -113,7 +123,10 @@ fn open_dir(root: &Path) -> Result<ModelDir> {
         Some(p) => Some(safetensors::read_index(&p, root)?),
         None => {
             // Other index names (e.g. consolidated.safetensors.index.json): take the first.
-            match entries.iter().find(|p| file_name(p).ends_with(".safetensors.index.json")) {
+            match entries
+                .iter()
+                .find(|p| file_name(p).ends_with(".safetensors.index.json"))
+            {
                 Some(p) => Some(safetensors::read_index(p, root)?),
                 None => None,
             }
@@ -148,7 +161,11 @@ fn open_dir(root: &Path) -> Result<ModelDir> {
         tc_obj,
         gguf.as_ref().map(|info| (info, file_name(&info.path))),
     )?;
-    if templates.shadowed.iter().any(|t| t.origin == templates::LEGACY_CHAT_TEMPLATE_FILE) {
+    if templates
+        .shadowed
+        .iter()
+        .any(|t| t.origin == templates::LEGACY_CHAT_TEMPLATE_FILE)
+    {
         notes.push(format!(
             "{} is a processor-level template; a tokenizer ignores it, so it is shadowed",
             templates::LEGACY_CHAT_TEMPLATE_FILE
@@ -192,17 +209,22 @@ pub fn special_tokens(dir: &ModelDir) -> SpecialTokens {
     // tokenizer_config.json has no `added_tokens_decoder` (a legacy save), and then lets it
     // override the config's tokens; otherwise the map is ignored (verified with 5.23.0).
     let legacy = tc.is_none_or(|tc| tc.raw.get("added_tokens_decoder").is_none());
-    let map = if legacy { dir.special_tokens_map.as_ref() } else { None };
+    let map = if legacy {
+        dir.special_tokens_map.as_ref()
+    } else {
+        None
+    };
     let gguf = dir.gguf.as_ref();
     let hf_files = tc.is_some() || map.is_some();
-    let pick = |from_tc: Option<&String>, from_map: Option<&String>, gguf_key: &str| -> Option<String> {
-        match from_map.or(from_tc) {
-            Some(t) => Some(t.clone()),
-            // GGUF metadata only when no Hugging Face tokenizer files name special tokens.
-            None if !hf_files => gguf.and_then(|g| g.token_text(gguf_key)),
-            None => None,
-        }
-    };
+    let pick =
+        |from_tc: Option<&String>, from_map: Option<&String>, gguf_key: &str| -> Option<String> {
+            match from_map.or(from_tc) {
+                Some(t) => Some(t.clone()),
+                // GGUF metadata only when no Hugging Face tokenizer files name special tokens.
+                None if !hf_files => gguf.and_then(|g| g.token_text(gguf_key)),
+                None => None,
+            }
+        };
     macro_rules! tok {
         ($field:ident, $key:expr) => {
             pick(

@@ -25,7 +25,8 @@ fn dtype_bytes(dtype: &str) -> Option<u64> {
 }
 
 fn corrupt(path: &Path, problem: impl Into<String>) -> Error {
-    Error::in_file(path, problem).hint("the file is truncated or corrupted; download or export it again")
+    Error::in_file(path, problem)
+        .hint("the file is truncated or corrupted; download or export it again")
 }
 
 /// Read one safetensors file's header. `name` is its path relative to the model directory.
@@ -39,7 +40,8 @@ pub fn read_header(path: &Path, name: &str) -> Result<WeightFile> {
         ));
     }
     let mut len_bytes = [0u8; 8];
-    file.read_exact(&mut len_bytes).map_err(|e| Error::io(path, e))?;
+    file.read_exact(&mut len_bytes)
+        .map_err(|e| Error::io(path, e))?;
     let header_len = u64::from_le_bytes(len_bytes);
     if header_len > MAX_HEADER_BYTES {
         return Err(corrupt(
@@ -60,13 +62,24 @@ pub fn read_header(path: &Path, name: &str) -> Result<WeightFile> {
     }
     // Bounded by MAX_HEADER_BYTES above, so the cast and the allocation are safe.
     let mut header = vec![0u8; header_len as usize];
-    file.read_exact(&mut header).map_err(|e| Error::io(path, e))?;
+    file.read_exact(&mut header)
+        .map_err(|e| Error::io(path, e))?;
     let data_len = size - 8 - header_len;
 
-    let doc: Value = serde_json::from_slice(&header)
-        .map_err(|e| corrupt(path, format!("the safetensors header is not valid JSON: {e}")))?;
+    let doc: Value = serde_json::from_slice(&header).map_err(|e| {
+        corrupt(
+            path,
+            format!("the safetensors header is not valid JSON: {e}"),
+        )
+    })?;
     let Value::Object(entries) = doc else {
-        return Err(corrupt(path, format!("the safetensors header is {}, not a JSON object", kind(&doc))));
+        return Err(corrupt(
+            path,
+            format!(
+                "the safetensors header is {}, not a JSON object",
+                kind(&doc)
+            ),
+        ));
     };
 
     let mut dtypes: BTreeMap<String, usize> = BTreeMap::new();
@@ -76,30 +89,55 @@ pub fn read_header(path: &Path, name: &str) -> Result<WeightFile> {
         if tensor == "__metadata__" {
             continue;
         }
-        let bad = |what: String| corrupt(path, format!("tensor `{tensor}` in the safetensors header: {what}"));
+        let bad = |what: String| {
+            corrupt(
+                path,
+                format!("tensor `{tensor}` in the safetensors header: {what}"),
+            )
+        };
         let Value::Object(info) = info else {
             return Err(bad(format!("expected an object, found {}", kind(info))));
         };
         let dtype = match info.get("dtype") {
             Some(Value::String(s)) => s.clone(),
-            other => return Err(bad(format!("`dtype` should be a string, found {}", other.map(kind).unwrap_or("nothing")))),
+            other => {
+                return Err(bad(format!(
+                    "`dtype` should be a string, found {}",
+                    other.map(kind).unwrap_or("nothing")
+                )))
+            }
         };
         let shape = match info.get("shape") {
             Some(Value::Array(dims)) => dims
                 .iter()
-                .map(|d| d.as_u64().ok_or_else(|| bad(format!("`shape` has {} where a dimension belongs", kind(d)))))
+                .map(|d| {
+                    d.as_u64().ok_or_else(|| {
+                        bad(format!("`shape` has {} where a dimension belongs", kind(d)))
+                    })
+                })
                 .collect::<Result<Vec<u64>>>()?,
-            other => return Err(bad(format!("`shape` should be a list, found {}", other.map(kind).unwrap_or("nothing")))),
+            other => {
+                return Err(bad(format!(
+                    "`shape` should be a list, found {}",
+                    other.map(kind).unwrap_or("nothing")
+                )))
+            }
         };
         let (begin, end) = match info.get("data_offsets") {
             Some(Value::Array(o)) if o.len() == 2 => match (o[0].as_u64(), o[1].as_u64()) {
                 (Some(b), Some(e)) => (b, e),
-                _ => return Err(bad("`data_offsets` should be two non-negative integers".into())),
+                _ => {
+                    return Err(bad(
+                        "`data_offsets` should be two non-negative integers".into()
+                    ))
+                }
             },
             _ => return Err(bad("`data_offsets` should be a list [begin, end]".into())),
         };
         if begin > end {
-            return Err(bad(format!("`data_offsets` [{begin}, {end}] runs backwards")));
+            return Err(bad(format!(
+                "`data_offsets` [{begin}, {end}] runs backwards"
+            )));
         }
         if end > data_len {
             return Err(corrupt(
@@ -118,7 +156,8 @@ pub fn read_header(path: &Path, name: &str) -> Result<WeightFile> {
             if need != Some(end - begin) {
                 return Err(bad(format!(
                     "shape {shape:?} of {dtype} needs {} bytes but `data_offsets` span {}",
-                    need.map(|n| n.to_string()).unwrap_or_else(|| "too many".into()),
+                    need.map(|n| n.to_string())
+                        .unwrap_or_else(|| "too many".into()),
                     end - begin
                 )));
             }
@@ -152,7 +191,10 @@ pub fn read_index(path: &Path, root: &Path) -> Result<ShardIndex> {
                     other => {
                         return Err(Error::in_file(
                             path,
-                            format!("`weight_map.{tensor}` should be a shard file name, but it is {}", kind(other)),
+                            format!(
+                                "`weight_map.{tensor}` should be a shard file name, but it is {}",
+                                kind(other)
+                            ),
                         )
                         .hint("each weight_map entry maps a tensor name to a shard file name"))
                     }
@@ -160,12 +202,19 @@ pub fn read_index(path: &Path, root: &Path) -> Result<ShardIndex> {
             }
         }
         Some(other) => {
-            return Err(Error::in_file(path, format!("`weight_map` should be an object, but it is {}", kind(other)))
-                .hint("weight_map maps tensor names to shard file names"))
+            return Err(Error::in_file(
+                path,
+                format!(
+                    "`weight_map` should be an object, but it is {}",
+                    kind(other)
+                ),
+            )
+            .hint("weight_map maps tensor names to shard file names"))
         }
         None => {
-            return Err(Error::in_file(path, "has no `weight_map`")
-                .hint("a safetensors index is {\"metadata\": {...}, \"weight_map\": {tensor: shard}}"))
+            return Err(Error::in_file(path, "has no `weight_map`").hint(
+                "a safetensors index is {\"metadata\": {...}, \"weight_map\": {tensor: shard}}",
+            ))
         }
     }
     let mut shards: Vec<&String> = weight_map.values().collect();
@@ -177,5 +226,9 @@ pub fn read_index(path: &Path, root: &Path) -> Result<ShardIndex> {
         .filter(|s| !index_dir.join(s.as_str()).is_file())
         .cloned()
         .collect();
-    Ok(ShardIndex { path: path.to_path_buf(), weight_map, missing_shards })
+    Ok(ShardIndex {
+        path: path.to_path_buf(),
+        weight_map,
+        missing_shards,
+    })
 }

@@ -38,8 +38,11 @@ fn put(list: &mut Vec<TemplateSource>, shadowed: &mut Vec<TemplateSource>, t: Te
 fn read_template_file(path: &Path) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     String::from_utf8(bytes).map_err(|e| {
-        Error::in_file(path, format!("not valid UTF-8 (byte {})", e.utf8_error().valid_up_to()))
-            .hint("save the chat template as UTF-8 text")
+        Error::in_file(
+            path,
+            format!("not valid UTF-8 (byte {})", e.utf8_error().valid_up_to()),
+        )
+        .hint("save the chat template as UTF-8 text")
     })
 }
 
@@ -67,7 +70,10 @@ fn template_files(root: &Path, shadowed: &mut Vec<TemplateSource>) -> Result<Vec
             let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
                 continue;
             };
-            let file = path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let file = path
+                .file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let t = TemplateSource {
                 name: stem,
                 origin: format!("{CHAT_TEMPLATE_DIR}/{file}"),
@@ -126,7 +132,11 @@ fn templates_from_value(
                         )))
                     }
                 };
-                let t = TemplateSource { origin: format!("{file_label}#{key}[{name}]"), name, text };
+                let t = TemplateSource {
+                    origin: format!("{file_label}#{key}[{name}]"),
+                    name,
+                    text,
+                };
                 put(&mut out, shadowed, t);
             }
         }
@@ -153,7 +163,11 @@ pub fn gguf_templates(info: &GgufInfo, label: &str) -> Vec<TemplateSource> {
             continue;
         };
         if let Value::String(text) = value {
-            let t = TemplateSource { name, origin: format!("{label}#{key}"), text: text.clone() };
+            let t = TemplateSource {
+                name,
+                origin: format!("{label}#{key}"),
+                text: text.clone(),
+            };
             put(&mut out, &mut shadowed, t);
         }
     }
@@ -173,12 +187,21 @@ pub fn resolve(
     };
     let config = match tokenizer_config {
         Some((path, obj)) => match obj.get("chat_template") {
-            Some(v) => templates_from_value(path, "tokenizer_config.json", "chat_template", v, &mut shadowed)?,
+            Some(v) => templates_from_value(
+                path,
+                "tokenizer_config.json",
+                "chat_template",
+                v,
+                &mut shadowed,
+            )?,
             None => Vec::new(),
         },
         None => Vec::new(),
     };
-    let legacy = match root.map(|r| r.join(LEGACY_CHAT_TEMPLATE_FILE)).filter(|p| p.is_file()) {
+    let legacy = match root
+        .map(|r| r.join(LEGACY_CHAT_TEMPLATE_FILE))
+        .filter(|p| p.is_file())
+    {
         Some(path) => {
             let obj = super::json::read_object(&path)?;
             match obj.get("chat_template") {
@@ -225,5 +248,8 @@ pub fn resolve(
         let d = templates.remove(pos);
         templates.insert(0, d);
     }
-    Ok(TemplateSources { templates, shadowed })
+    Ok(TemplateSources {
+        templates,
+        shadowed,
+    })
 }

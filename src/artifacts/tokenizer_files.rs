@@ -19,8 +19,11 @@ pub fn read_tokenizer_json(path: &Path) -> Result<TokenizerFile> {
             .hint("re-download tokenizer.json or re-save it with tokenizers/transformers"));
     }
     let tokenizer = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
-        Error::in_file(path, format!("not a tokenizer the `tokenizers` library can load: {e}"))
-            .hint("re-save it with a current `tokenizers` (tokenizer.save(\"tokenizer.json\"))")
+        Error::in_file(
+            path,
+            format!("not a tokenizer the `tokenizers` library can load: {e}"),
+        )
+        .hint("re-save it with a current `tokenizers` (tokenizer.save(\"tokenizer.json\"))")
     })?;
     Ok(describe(path, sha256_hex(&bytes), tokenizer))
 }
@@ -37,7 +40,11 @@ pub fn describe(path: &Path, sha256: String, tokenizer: tokenizers::Tokenizer) -
     let mut added_tokens: Vec<AddedToken> = tokenizer
         .get_added_tokens_decoder()
         .into_iter()
-        .map(|(id, t)| AddedToken { id, content: t.content, special: t.special })
+        .map(|(id, t)| AddedToken {
+            id,
+            content: t.content,
+            special: t.special,
+        })
         .collect();
     added_tokens.sort_by_key(|t| t.id);
     // Distinct ids: an added token spelled differently from its vocabulary entry (a GGUF's raw
@@ -70,14 +77,23 @@ pub fn model_type_name(model: &ModelWrapper) -> &'static str {
 /// "ByteLevel", "Sequence[Split, ByteLevel]", ... from a serialized component.
 pub fn describe_component(v: &Value, list_key: &str) -> String {
     let Some(obj) = v.as_object() else {
-        return if v.is_null() { "none".into() } else { "unknown".into() };
+        return if v.is_null() {
+            "none".into()
+        } else {
+            "unknown".into()
+        };
     };
     let ty = obj.get("type").and_then(Value::as_str).unwrap_or("unknown");
     if ty == "Sequence" {
         let items: Vec<String> = obj
             .get(list_key)
             .and_then(Value::as_array)
-            .map(|items| items.iter().map(|i| describe_component(i, list_key)).collect())
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|i| describe_component(i, list_key))
+                    .collect()
+            })
             .unwrap_or_default();
         format!("Sequence[{}]", items.join(", "))
     } else {
@@ -120,12 +136,16 @@ pub fn read_tokenizer_config(path: &Path) -> Result<TokenizerConfig> {
                 let special = match entry.get("special") {
                     None | Some(Value::Null) => false,
                     Some(Value::Bool(b)) => *b,
-                    Some(other) => return Err(f.wrong(&format!("{key}.special"), "true or false", other)),
+                    Some(other) => {
+                        return Err(f.wrong(&format!("{key}.special"), "true or false", other))
+                    }
                 };
                 added_tokens_decoder.insert(id, (content, special));
             }
         }
-        Some(other) => return Err(f.wrong("added_tokens_decoder", "an object of id -> token", other)),
+        Some(other) => {
+            return Err(f.wrong("added_tokens_decoder", "an object of id -> token", other))
+        }
     }
     let mut tokens = tokens.into_iter();
     let mut next = || tokens.next().flatten();

@@ -16,39 +16,80 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
 fn presence(ctx: &Context) -> Finding {
     let n = ctx.model.weights.len();
     if n == 0 {
-        return Finding::new(Checkpoint, "checkpoint.weights-present", Severity::Warning, "no weight files (*.safetensors, *.gguf) in the model directory")
-            .with("dir", ctx.model.root.display());
+        return Finding::new(
+            Checkpoint,
+            "checkpoint.weights-present",
+            Severity::Warning,
+            "no weight files (*.safetensors, *.gguf) in the model directory",
+        )
+        .with("dir", ctx.model.root.display());
     }
     let params: u64 = ctx.model.weights.iter().map(|w| w.parameters).sum();
-    Finding::pass(Checkpoint, "checkpoint.weights-present", format!("{n} weight file(s), {params} parameters"))
+    Finding::pass(
+        Checkpoint,
+        "checkpoint.weights-present",
+        format!("{n} weight file(s), {params} parameters"),
+    )
 }
 
 fn shards(ctx: &Context) -> Option<Finding> {
     let index = ctx.model.shard_index.as_ref()?;
     Some(if index.missing_shards.is_empty() {
-        Finding::pass(Checkpoint, "checkpoint.shards", "every shard named in the index is present")
+        Finding::pass(
+            Checkpoint,
+            "checkpoint.shards",
+            "every shard named in the index is present",
+        )
     } else {
-        Finding::new(Checkpoint, "checkpoint.shards", Severity::Error, "the shard index names files that are not in the directory")
-            .with("index", index.path.display())
-            .with("missing", index.missing_shards.join(", "))
+        Finding::new(
+            Checkpoint,
+            "checkpoint.shards",
+            Severity::Error,
+            "the shard index names files that are not in the directory",
+        )
+        .with("index", index.path.display())
+        .with("missing", index.missing_shards.join(", "))
     })
 }
 
 fn weights_vs_lock(ctx: &Context) -> Result<Finding> {
     const ID: &str = "checkpoint.weights-hash";
     let Some(lock) = &ctx.lock else {
-        return Ok(Finding::new(Checkpoint, ID, Severity::Warning, "no lock file: the weights' identity is not pinned")
-            .with("lock", ctx.suite.lock_path.display())
-            .with("to pin", format!("chatgate lock {}", ctx.suite.path.display())));
+        return Ok(Finding::new(
+            Checkpoint,
+            ID,
+            Severity::Warning,
+            "no lock file: the weights' identity is not pinned",
+        )
+        .with("lock", ctx.suite.lock_path.display())
+        .with(
+            "to pin",
+            format!("chatgate lock {}", ctx.suite.path.display()),
+        ));
     };
     let now = ctx.model.hash_weights()?;
     if now.total == lock.weights.total {
-        return Ok(Finding::pass(Checkpoint, ID, format!("weights match the lock ({})", short(&now.total))));
+        return Ok(Finding::pass(
+            Checkpoint,
+            ID,
+            format!("weights match the lock ({})", short(&now.total)),
+        ));
     }
-    let mut f = Finding::new(Checkpoint, ID, Severity::Error, "the weights are not the ones in the lock: another checkpoint is being served")
-        .with("locked", short(&lock.weights.total))
-        .with("found", short(&now.total));
-    for line in super::lock::diff(&lock.weights_only(), &super::lock::Lock { weights: now, ..lock.weights_only() }) {
+    let mut f = Finding::new(
+        Checkpoint,
+        ID,
+        Severity::Error,
+        "the weights are not the ones in the lock: another checkpoint is being served",
+    )
+    .with("locked", short(&lock.weights.total))
+    .with("found", short(&now.total));
+    for line in super::lock::diff(
+        &lock.weights_only(),
+        &super::lock::Lock {
+            weights: now,
+            ..lock.weights_only()
+        },
+    ) {
         f = f.with("changed", line);
     }
     Ok(f)
@@ -66,10 +107,19 @@ pub fn vocab_size(model: &ModelDir) -> Option<Finding> {
             .with("config.json vocab_size", declared)
             .with("tokenizer size", tok_size)
     } else if tok_size < declared {
-        Finding::new(Checkpoint, ID, Severity::Info, "the embedding is larger than the tokenizer (padding rows are common)")
-            .with("config.json vocab_size", declared)
-            .with("tokenizer size", tok_size)
+        Finding::new(
+            Checkpoint,
+            ID,
+            Severity::Info,
+            "the embedding is larger than the tokenizer (padding rows are common)",
+        )
+        .with("config.json vocab_size", declared)
+        .with("tokenizer size", tok_size)
     } else {
-        Finding::pass(Checkpoint, ID, format!("config.json vocab_size = tokenizer size = {declared}"))
+        Finding::pass(
+            Checkpoint,
+            ID,
+            format!("config.json vocab_size = tokenizer size = {declared}"),
+        )
     })
 }

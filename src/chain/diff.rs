@@ -58,11 +58,23 @@ pub fn first_difference(a: &[u32], b: &[u32]) -> Option<usize> {
     if a == b {
         return None;
     }
-    Some(a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len())))
+    Some(
+        a.iter()
+            .zip(b)
+            .position(|(x, y)| x != y)
+            .unwrap_or(a.len().min(b.len())),
+    )
 }
 
 /// Compare serving ids with SFT ids; None when equal.
-pub fn diverge(tok_serving: &Tokenizer, serving: &[u32], tok_sft: &Tokenizer, sft: &[u32], bos: Option<u32>, messages: &[Value]) -> Option<Divergence> {
+pub fn diverge(
+    tok_serving: &Tokenizer,
+    serving: &[u32],
+    tok_sft: &Tokenizer,
+    sft: &[u32],
+    bos: Option<u32>,
+    messages: &[Value],
+) -> Option<Divergence> {
     let position = first_difference(serving, sft)?;
     let window = |ids: &[u32], tok: &Tokenizer| {
         let lo = position.saturating_sub(3);
@@ -86,7 +98,15 @@ pub fn diverge(tok_serving: &Tokenizer, serving: &[u32], tok_sft: &Tokenizer, sf
     })
 }
 
-fn classify(tok_s: &Tokenizer, s: &[u32], tok_t: &Tokenizer, t: &[u32], bos: Option<u32>, messages: &[Value], pos: usize) -> DivergenceClass {
+fn classify(
+    tok_s: &Tokenizer,
+    s: &[u32],
+    tok_t: &Tokenizer,
+    t: &[u32],
+    bos: Option<u32>,
+    messages: &[Value],
+    pos: usize,
+) -> DivergenceClass {
     let (bs, bt) = (leading_count(s, bos), leading_count(t, bos));
     if bs > bt {
         return DivergenceClass::DoubleBos;
@@ -94,10 +114,24 @@ fn classify(tok_s: &Tokenizer, s: &[u32], tok_t: &Tokenizer, t: &[u32], bos: Opt
     if bs < bt {
         return DivergenceClass::MissingBos;
     }
+    // The SFT data used an id the serving tokenizer does not have, where the serving side spells
+    // out markup: a special token lost from the serving vocabulary.
+    if let Some(&sft_id) = t.get(pos) {
+        let serving_piece = s.get(pos).map(|&i| {
+            decode(tok_s, &s[pos..(pos + 3).min(s.len())]).starts_with(['<', '['])
+                && tok_s.id_to_token(i).is_some()
+        });
+        if tok_s.id_to_token(sft_id).is_none() && serving_piece == Some(true) {
+            return DivergenceClass::SpecialTokenSplit;
+        }
+    }
     let (text_s, text_t) = (decode(tok_s, s), decode(tok_t, t));
     if text_s == text_t {
         // Same characters, other ids: a special token matched on one side only.
-        let special = |tok: &Tokenizer, id: Option<&u32>| id.and_then(|&i| tok.id_to_token(i)).is_some_and(|t| is_markup(&t));
+        let special = |tok: &Tokenizer, id: Option<&u32>| {
+            id.and_then(|&i| tok.id_to_token(i))
+                .is_some_and(|t| is_markup(&t))
+        };
         if special(tok_s, s.get(pos)) || special(tok_t, t.get(pos)) {
             return DivergenceClass::SpecialTokenSplit;
         }
@@ -106,27 +140,41 @@ fn classify(tok_s: &Tokenizer, s: &[u32], tok_t: &Tokenizer, t: &[u32], bos: Opt
     if strip_ws(&text_s) == strip_ws(&text_t) {
         return DivergenceClass::Whitespace;
     }
-    let p = text_s.chars().zip(text_t.chars()).take_while(|(a, b)| a == b).count();
-    let seg = |text: &str| text.chars().skip(p).take(40).collect::<String>();
-    let (seg_s, seg_t) = (seg(&text_s), seg(&text_t));
-    let first_user = |text: &str| first_content(messages, "user").and_then(|c| text.find(c)).map(|b| text[..b].chars().count());
-    let before_user = match (first_user(&text_s), first_user(&text_t)) {
-        (Some(a), Some(b)) => p < a.min(b) + 1,
-        _ => false,
-    };
+    let p = text_s
+        .chars()
+        .zip(text_t.chars())
+        .take_while(|(a, b)| a == b)
+        .count();
     let system = first_content(messages, "system");
-    let system_differs = system.is_some_and(|c| !c.is_empty() && text_s.contains(c) != text_t.contains(c));
-    if system_differs || (before_user && (has_prose(&seg_s) || has_prose(&seg_t)) && !looks_like_markup(&seg_s, &seg_t)) {
-        return DivergenceClass::SystemPrompt;
+    if system.is_some_and(|c| !c.is_empty() && text_s.contains(c) != text_t.contains(c)) {
+        return DivergenceClass::SystemPrompt; // one side dropped (or moved away) the system message
     }
-    if looks_like_markup(&seg_s, &seg_t) {
+    // Before the first user message, prose on one side only is a default system prompt; a
+    // difference made of markup alone is another chat format.
+    let user = first_content(messages, "user");
+    let region = |text: &str| -> Option<String> {
+        let end = text.find(user?)?;
+        let end = text[..end].chars().count();
+        (p <= end).then(|| text.chars().skip(p).take(end - p).collect())
+    };
+    if let (Some(rs), Some(rt)) = (region(&text_s), region(&text_t)) {
+        if has_prose(&rs) != has_prose(&rt) {
+            return DivergenceClass::SystemPrompt;
+        }
+    }
+    let seg = |text: &str| text.chars().skip(p).take(16).collect::<String>();
+    if looks_like_markup(&seg(&text_s), &seg(&text_t)) {
         return DivergenceClass::RoleFormat;
     }
     DivergenceClass::Other
 }
 
 fn first_content<'a>(messages: &'a [Value], role: &str) -> Option<&'a str> {
-    messages.iter().find(|m| m.get("role").and_then(Value::as_str) == Some(role)).and_then(|m| m.get("content")).and_then(Value::as_str)
+    messages
+        .iter()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some(role))
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_str)
 }
 
 fn strip_ws(s: &str) -> String {
@@ -139,12 +187,29 @@ fn is_markup(t: &str) -> bool {
 }
 
 fn looks_like_markup(a: &str, b: &str) -> bool {
-    const ROLES: [&str; 6] = ["user", "assistant", "system", "<", "[INST]", "### "];
-    let head = |s: &str| s.chars().take(16).collect::<String>();
-    ROLES.iter().any(|r| head(a).contains(r) || head(b).contains(r))
+    const MARKUP: [&str; 7] = ["user", "assistant", "system", "<", "[", "### ", ":"];
+    MARKUP.iter().any(|r| a.contains(r) || b.contains(r))
 }
 
-/// Three or more words of natural language: a default system prompt, not markup.
+/// Three or more words of natural language (markup removed): a system prompt, not a header.
 fn has_prose(s: &str) -> bool {
-    s.split_whitespace().filter(|w| w.chars().all(|c| c.is_alphabetic() || c == ',' || c == '.') && w.len() > 1).count() >= 3
+    let mut text = String::new();
+    let mut depth = 0;
+    for c in s.chars() {
+        match c {
+            '<' | '[' => depth += 1,
+            '>' | ']' => depth = (depth - 1).max(0),
+            _ if depth == 0 => text.push(c),
+            _ => {}
+        }
+    }
+    const ROLES: [&str; 3] = ["system", "user", "assistant"];
+    text.split_whitespace()
+        .filter(|w| {
+            w.len() > 1
+                && w.chars().all(|c| c.is_alphabetic() || c == ',' || c == '.')
+                && !ROLES.contains(&w.to_lowercase().trim_end_matches(':'))
+        })
+        .count()
+        >= 3
 }

@@ -49,8 +49,19 @@ pub struct Finding {
 }
 
 impl Finding {
-    pub fn new(boundary: Boundary, check: &'static str, severity: Severity, message: impl Into<String>) -> Self {
-        Finding { boundary, check, severity, message: message.into(), evidence: IndexMap::new() }
+    pub fn new(
+        boundary: Boundary,
+        check: &'static str,
+        severity: Severity,
+        message: impl Into<String>,
+    ) -> Self {
+        Finding {
+            boundary,
+            check,
+            severity,
+            message: message.into(),
+            evidence: IndexMap::new(),
+        }
     }
     pub fn pass(boundary: Boundary, check: &'static str, message: impl Into<String>) -> Self {
         Finding::new(boundary, check, Severity::Pass, message)
@@ -88,6 +99,9 @@ impl Findings {
     }
     /// The first boundary with an error finding: the link to blame.
     pub fn first_broken(&self) -> Option<&Finding> {
-        self.0.iter().filter(|f| f.severity == Severity::Error).min_by_key(|f| f.boundary)
+        self.0
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .min_by_key(|f| f.boundary)
     }
 }

@@ -11,7 +11,9 @@ use super::{Boundary::GenerationConfig as Gen, Context, Finding, Pipeline, Sever
 use crate::error::Result;
 
 pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
-    let Some(tok) = ctx.model.tokenizer.as_ref().map(|t| &t.tokenizer) else { return Ok(vec![]) };
+    let Some(tok) = ctx.model.tokenizer.as_ref().map(|t| &t.tokenizer) else {
+        return Ok(vec![]);
+    };
     let stops = stop_set(ctx, tok);
     let mut out = Vec::new();
     out.extend(terminator_in_stop_set(ctx, tok, &stops)?);
@@ -26,12 +28,30 @@ pub fn stop_set(ctx: &Context, tok: &Tokenizer) -> BTreeSet<u32> {
     let mut stops = BTreeSet::new();
     match &ctx.model.generation_config {
         Some(gc) => stops.extend(gc.eos_token_ids.iter().copied()),
-        None => stops.extend(ctx.model.config.iter().flat_map(|c| c.eos_token_ids.iter().copied())),
+        None => stops.extend(
+            ctx.model
+                .config
+                .iter()
+                .flat_map(|c| c.eos_token_ids.iter().copied()),
+        ),
     }
-    if let Some(eos) = ctx.model.special_tokens().eos_token.as_deref().and_then(|e| single_id(tok, e)) {
+    if let Some(eos) = ctx
+        .model
+        .special_tokens()
+        .eos_token
+        .as_deref()
+        .and_then(|e| single_id(tok, e))
+    {
         stops.insert(eos);
     }
-    stops.extend(ctx.suite.file.generation.extra_stop_token_ids.iter().copied());
+    stops.extend(
+        ctx.suite
+            .file
+            .generation
+            .extra_stop_token_ids
+            .iter()
+            .copied(),
+    );
     stops
 }
 
@@ -54,7 +74,9 @@ fn terminators(ctx: &Context, tok: &Tokenizer) -> Result<Option<Terminators>> {
     let mut outside_mask = false;
     let mut from_mask = false;
     for conv in &ctx.conversations {
-        let Some((golden, Some(mask))) = &conv.golden else { continue };
+        let Some((golden, Some(mask))) = &conv.golden else {
+            continue;
+        };
         from_mask = true;
         for (start, end) in mask_spans(mask) {
             let last = golden[end - 1];
@@ -69,7 +91,11 @@ fn terminators(ctx: &Context, tok: &Tokenizer) -> Result<Option<Terminators>> {
         }
     }
     if from_mask {
-        return Ok(Some(Terminators { ids, source: "the golden SFT assistant masks".into(), outside_mask }));
+        return Ok(Some(Terminators {
+            ids,
+            source: "the golden SFT assistant masks".into(),
+            outside_mask,
+        }));
     }
     // No mask: render a probe turn with the SFT template (or the serving one, whose parity with
     // the SFT ids is checked at the template boundary) and read the token after the reply.
@@ -78,7 +104,11 @@ fn terminators(ctx: &Context, tok: &Tokenizer) -> Result<Option<Terminators>> {
         _ => ctx.serving.as_ref(),
     };
     let Some(p) = pipeline else { return Ok(None) };
-    Ok(probe_terminator(p)?.map(|id| Terminators { ids: BTreeSet::from([id]), source: format!("a probe turn rendered with {}", p.origin), outside_mask: false }))
+    Ok(probe_terminator(p)?.map(|id| Terminators {
+        ids: BTreeSet::from([id]),
+        source: format!("a probe turn rendered with {}", p.origin),
+        outside_mask: false,
+    }))
 }
 
 fn is_special(tok: &Tokenizer, id: u32) -> bool {
@@ -88,29 +118,68 @@ fn is_special(tok: &Tokenizer, id: u32) -> bool {
 /// Render [user, assistant "<reply>"] and return the first token after the reply's text.
 fn probe_terminator(p: &Pipeline) -> Result<Option<u32>> {
     const REPLY: &str = "Probe reply 7 done.";
-    let msgs: Vec<Value> = vec![json!({"role": "user", "content": "Hello"}), json!({"role": "assistant", "content": REPLY})];
-    let Ok(r) = p.render(&msgs, None, false) else { return Ok(None) };
-    let Some(byte_end) = r.text.rfind(REPLY).map(|b| b + REPLY.len()) else { return Ok(None) };
+    let msgs: Vec<Value> = vec![
+        json!({"role": "user", "content": "Hello"}),
+        json!({"role": "assistant", "content": REPLY}),
+    ];
+    let Ok(r) = p.render(&msgs, None, false) else {
+        return Ok(None);
+    };
+    let Some(byte_end) = r.text.rfind(REPLY).map(|b| b + REPLY.len()) else {
+        return Ok(None);
+    };
     let enc = p
         .tokenizer
         .encode(r.text.as_str(), p.add_special_tokens)
-        .map_err(|e| crate::error::Error::input(format!("the tokenizer failed to encode a probe: {e}")))?;
-    Ok(enc.get_ids().iter().zip(enc.get_offsets()).find(|(_, (s, _))| *s >= byte_end).map(|(id, _)| *id))
+        .map_err(|e| {
+            crate::error::Error::input(format!("the tokenizer failed to encode a probe: {e}"))
+        })?;
+    Ok(enc
+        .get_ids()
+        .iter()
+        .zip(enc.get_offsets())
+        .find(|(_, (s, _))| *s >= byte_end)
+        .map(|(id, _)| *id))
 }
 
-fn terminator_in_stop_set(ctx: &Context, tok: &Tokenizer, stops: &BTreeSet<u32>) -> Result<Vec<Finding>> {
+fn terminator_in_stop_set(
+    ctx: &Context,
+    tok: &Tokenizer,
+    stops: &BTreeSet<u32>,
+) -> Result<Vec<Finding>> {
     const ID: &str = "generation.stop-set";
     let Some(t) = terminators(ctx, tok)? else {
-        return Ok(vec![Finding::new(Gen, ID, Severity::Info, "no SFT format or template to find the turn terminator in")]);
+        return Ok(vec![Finding::new(
+            Gen,
+            ID,
+            Severity::Info,
+            "no SFT format or template to find the turn terminator in",
+        )]);
     };
     let mut out = Vec::new();
     if t.ids.is_empty() {
-        out.push(Finding::new(Gen, ID, Severity::Warning, "no special token closes the assistant turns of the SFT format").with("source", &t.source));
+        out.push(
+            Finding::new(
+                Gen,
+                ID,
+                Severity::Warning,
+                "no special token closes the assistant turns of the SFT format",
+            )
+            .with("source", &t.source),
+        );
         return Ok(out);
     }
     let missing: BTreeSet<u32> = t.ids.difference(stops).copied().collect();
     if missing.is_empty() {
-        out.push(Finding::pass(Gen, ID, format!("the turn terminator {} is in the stop set {}", show_set(tok, &t.ids), show_set(tok, stops))));
+        out.push(Finding::pass(
+            Gen,
+            ID,
+            format!(
+                "the turn terminator {} is in the stop set {}",
+                show_set(tok, &t.ids),
+                show_set(tok, stops)
+            ),
+        ));
     } else {
         out.push(
             Finding::new(Gen, ID, Severity::Error, "the token that ends an assistant turn is not in the stop set: replies will run on past the answer")
@@ -131,7 +200,11 @@ fn terminator_in_stop_set(ctx: &Context, tok: &Tokenizer, stops: &BTreeSet<u32>)
 
 /// No stop token may occur inside what the assistant is trained to say, or replies are cut
 /// short there (ollama#17939).
-fn no_stop_inside_reply(ctx: &Context, tok: &Tokenizer, stops: &BTreeSet<u32>) -> Result<Vec<Finding>> {
+fn no_stop_inside_reply(
+    ctx: &Context,
+    tok: &Tokenizer,
+    stops: &BTreeSet<u32>,
+) -> Result<Vec<Finding>> {
     const ID: &str = "generation.stop-inside-reply";
     let mut hits = Vec::new();
     let mut spans_seen = 0;
@@ -141,14 +214,22 @@ fn no_stop_inside_reply(ctx: &Context, tok: &Tokenizer, stops: &BTreeSet<u32>) -
                 for (start, end) in mask_spans(mask) {
                     spans_seen += 1;
                     // The span's last token may be the terminator itself.
-                    if let Some(pos) = (start..end.saturating_sub(1)).find(|&i| stops.contains(&golden[i])) {
+                    if let Some(pos) =
+                        (start..end.saturating_sub(1)).find(|&i| stops.contains(&golden[i]))
+                    {
                         hits.push((conv.id.clone(), golden[pos], pos));
                     }
                 }
             }
             _ => {
-                for m in conv.messages.iter().filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant")) {
-                    let Some(content) = m.get("content").and_then(Value::as_str) else { continue };
+                for m in conv
+                    .messages
+                    .iter()
+                    .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+                {
+                    let Some(content) = m.get("content").and_then(Value::as_str) else {
+                        continue;
+                    };
                     spans_seen += 1;
                     let ids = encode(tok, content, false)?;
                     if let Some(pos) = ids.iter().position(|i| stops.contains(i)) {
@@ -162,12 +243,24 @@ fn no_stop_inside_reply(ctx: &Context, tok: &Tokenizer, stops: &BTreeSet<u32>) -
         return Ok(vec![]);
     }
     Ok(vec![match hits.first() {
-        None => Finding::pass(Gen, ID, format!("no stop token inside {spans_seen} assistant replies")),
-        Some((id, token, pos)) => Finding::new(Gen, ID, Severity::Error, format!("a stop token occurs inside {} assistant replies: the server will cut them short", hits.len()))
-            .with("first conversation", id)
-            .with("token", show_tokens(tok, &[*token]))
-            .with("position", pos)
-            .with("stop set", show_set(tok, stops)),
+        None => Finding::pass(
+            Gen,
+            ID,
+            format!("no stop token inside {spans_seen} assistant replies"),
+        ),
+        Some((id, token, pos)) => Finding::new(
+            Gen,
+            ID,
+            Severity::Error,
+            format!(
+                "a stop token occurs inside {} assistant replies: the server will cut them short",
+                hits.len()
+            ),
+        )
+        .with("first conversation", id)
+        .with("token", show_tokens(tok, &[*token]))
+        .with("position", pos)
+        .with("stop set", show_set(tok, stops)),
     }])
 }
 
@@ -179,25 +272,67 @@ fn defaults(ctx: &Context) -> Vec<Finding> {
     let gc = ctx.model.generation_config.clone().unwrap_or_default();
     // transformers' GenerationConfig defaults when the file omits a field.
     let pairs: Vec<(&str, Option<String>, String)> = vec![
-        ("temperature", want.temperature.map(|v| v.to_string()), gc.temperature.unwrap_or(1.0).to_string()),
-        ("top_p", want.top_p.map(|v| v.to_string()), gc.top_p.unwrap_or(1.0).to_string()),
-        ("top_k", want.top_k.map(|v| v.to_string()), gc.top_k.unwrap_or(50).to_string()),
-        ("min_p", want.min_p.map(|v| v.to_string()), gc.min_p.map(|v| v.to_string()).unwrap_or_else(|| "none".into())),
-        ("repetition_penalty", want.repetition_penalty.map(|v| v.to_string()), gc.repetition_penalty.unwrap_or(1.0).to_string()),
-        ("do_sample", want.do_sample.map(|v| v.to_string()), gc.do_sample.unwrap_or(false).to_string()),
-        ("max_new_tokens", want.max_new_tokens.map(|v| v.to_string()), gc.max_new_tokens.map(|v| v.to_string()).unwrap_or_else(|| "none".into())),
+        (
+            "temperature",
+            want.temperature.map(|v| v.to_string()),
+            gc.temperature.unwrap_or(1.0).to_string(),
+        ),
+        (
+            "top_p",
+            want.top_p.map(|v| v.to_string()),
+            gc.top_p.unwrap_or(1.0).to_string(),
+        ),
+        (
+            "top_k",
+            want.top_k.map(|v| v.to_string()),
+            gc.top_k.unwrap_or(50).to_string(),
+        ),
+        (
+            "min_p",
+            want.min_p.map(|v| v.to_string()),
+            gc.min_p
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "none".into()),
+        ),
+        (
+            "repetition_penalty",
+            want.repetition_penalty.map(|v| v.to_string()),
+            gc.repetition_penalty.unwrap_or(1.0).to_string(),
+        ),
+        (
+            "do_sample",
+            want.do_sample.map(|v| v.to_string()),
+            gc.do_sample.unwrap_or(false).to_string(),
+        ),
+        (
+            "max_new_tokens",
+            want.max_new_tokens.map(|v| v.to_string()),
+            gc.max_new_tokens
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "none".into()),
+        ),
     ];
-    let expected: Vec<_> = pairs.into_iter().filter_map(|(k, w, h)| w.map(|w| (k, w, h))).collect();
+    let expected: Vec<_> = pairs
+        .into_iter()
+        .filter_map(|(k, w, h)| w.map(|w| (k, w, h)))
+        .collect();
     if expected.is_empty() {
         return vec![];
     }
     let wrong: Vec<_> = expected.iter().filter(|(_, w, h)| w != h).collect();
     if wrong.is_empty() {
-        return vec![Finding::pass(Gen, ID, format!("{} generation defaults match the suite", expected.len()))];
+        return vec![Finding::pass(
+            Gen,
+            ID,
+            format!("{} generation defaults match the suite", expected.len()),
+        )];
     }
     let mut f = Finding::new(Gen, ID, Severity::Error, "the model's generation defaults differ from what the suite expects: servers that read generation_config.json will sample differently");
     for (k, w, h) in wrong {
-        f = f.with(k, format!("suite expects {w}, generation_config.json gives {h}"));
+        f = f.with(
+            k,
+            format!("suite expects {w}, generation_config.json gives {h}"),
+        );
     }
     vec![f]
 }

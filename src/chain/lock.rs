@@ -39,7 +39,10 @@ pub const LOCK_VERSION: u32 = 1;
 
 impl Lock {
     /// The identity of what the suite serves now.
-    pub fn of(model: &crate::artifacts::ModelDir, template: Option<&crate::artifacts::TemplateSource>) -> Result<Lock> {
+    pub fn of(
+        model: &crate::artifacts::ModelDir,
+        template: Option<&crate::artifacts::TemplateSource>,
+    ) -> Result<Lock> {
         let tokenizer = match &model.tokenizer {
             Some(t) => Some(TokenizerLock {
                 sha256: t.sha256.clone(),
@@ -53,7 +56,10 @@ impl Lock {
             version: LOCK_VERSION,
             weights: model.hash_weights()?,
             tokenizer,
-            template: template.map(|t| TemplateLock { origin: t.origin.clone(), sha256: super::template::template_sha256(&t.text) }),
+            template: template.map(|t| TemplateLock {
+                origin: t.origin.clone(),
+                sha256: super::template::template_sha256(&t.text),
+            }),
         })
     }
 }
@@ -61,7 +67,12 @@ impl Lock {
 impl Lock {
     /// This lock with only the weights kept, for diffing weights alone.
     pub fn weights_only(&self) -> Lock {
-        Lock { version: self.version, weights: self.weights.clone(), tokenizer: None, template: None }
+        Lock {
+            version: self.version,
+            weights: self.weights.clone(),
+            tokenizer: None,
+            template: None,
+        }
     }
 
     pub fn read(path: &Path) -> Result<Option<Lock>> {
@@ -74,19 +85,30 @@ impl Lock {
                 .hint("regenerate it with `chatgate lock SUITE.toml --update`")
         })?;
         if lock.version != LOCK_VERSION {
-            return Err(Error::in_file(path, format!("lock version {} is not supported (expected {LOCK_VERSION})", lock.version))
-                .hint("regenerate it with `chatgate lock SUITE.toml --update`"));
+            return Err(Error::in_file(
+                path,
+                format!(
+                    "lock version {} is not supported (expected {LOCK_VERSION})",
+                    lock.version
+                ),
+            )
+            .hint("regenerate it with `chatgate lock SUITE.toml --update`"));
         }
         Ok(Some(lock))
     }
 
     /// Write atomically: a crash leaves either the old lock or the new one, never half of one.
     pub fn write(&self, path: &Path) -> Result<()> {
-        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let mut json = serde_json::to_string_pretty(self).map_err(|e| Error::input(format!("cannot serialize the lock: {e}")))?;
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let mut json = serde_json::to_string_pretty(self)
+            .map_err(|e| Error::input(format!("cannot serialize the lock: {e}")))?;
         json.push('\n');
         let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
-        tmp.write_all(json.as_bytes()).map_err(|e| Error::io(path, e))?;
+        tmp.write_all(json.as_bytes())
+            .map_err(|e| Error::io(path, e))?;
         tmp.as_file().sync_all().map_err(|e| Error::io(path, e))?;
         tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
         Ok(())
@@ -100,7 +122,12 @@ pub fn diff(old: &Lock, new: &Lock) -> Vec<String> {
         for f in &new.weights.files {
             match old.weights.files.iter().find(|o| o.name == f.name) {
                 None => out.push(format!("weights: new file {}", f.name)),
-                Some(o) if o.sha256 != f.sha256 => out.push(format!("weights: {} changed ({} → {})", f.name, short(&o.sha256), short(&f.sha256))),
+                Some(o) if o.sha256 != f.sha256 => out.push(format!(
+                    "weights: {} changed ({} → {})",
+                    f.name,
+                    short(&o.sha256),
+                    short(&f.sha256)
+                )),
                 _ => {}
             }
         }
@@ -113,10 +140,18 @@ pub fn diff(old: &Lock, new: &Lock) -> Vec<String> {
     match (&old.tokenizer, &new.tokenizer) {
         (Some(a), Some(b)) if a != b => {
             if a.sha256 != b.sha256 {
-                out.push(format!("tokenizer file: {} → {}", short(&a.sha256), short(&b.sha256)));
+                out.push(format!(
+                    "tokenizer file: {} → {}",
+                    short(&a.sha256),
+                    short(&b.sha256)
+                ));
             }
             if a.fingerprint != b.fingerprint {
-                out.push(format!("tokenizer fingerprint: {} → {}", short(&a.fingerprint), short(&b.fingerprint)));
+                out.push(format!(
+                    "tokenizer fingerprint: {} → {}",
+                    short(&a.fingerprint),
+                    short(&b.fingerprint)
+                ));
             }
         }
         (None, Some(_)) => out.push("tokenizer: now present".into()),
@@ -124,7 +159,13 @@ pub fn diff(old: &Lock, new: &Lock) -> Vec<String> {
         _ => {}
     }
     match (&old.template, &new.template) {
-        (Some(a), Some(b)) if a != b => out.push(format!("template: {} {} → {} {}", a.origin, short(&a.sha256), b.origin, short(&b.sha256))),
+        (Some(a), Some(b)) if a != b => out.push(format!(
+            "template: {} {} → {} {}",
+            a.origin,
+            short(&a.sha256),
+            b.origin,
+            short(&b.sha256)
+        )),
         (None, Some(b)) => out.push(format!("template: now {}", b.origin)),
         (Some(a), None) => out.push(format!("template: {} now missing", a.origin)),
         _ => {}

@@ -34,7 +34,12 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    pub fn render(&self, messages: &[Value], tools: Option<&[Value]>, add_generation_prompt: bool) -> Result<Rendered, TemplateError> {
+    pub fn render(
+        &self,
+        messages: &[Value],
+        tools: Option<&[Value]>,
+        add_generation_prompt: bool,
+    ) -> Result<Rendered, TemplateError> {
         self.template.render(&RenderRequest {
             messages: messages.to_vec(),
             tools: tools.map(|t| Value::Array(t.to_vec())),
@@ -49,7 +54,10 @@ impl Pipeline {
     }
 
     pub fn bos_id(&self) -> Option<u32> {
-        self.special.bos_token.as_deref().and_then(|b| tokens::single_id(&self.tokenizer, b))
+        self.special
+            .bos_token
+            .as_deref()
+            .and_then(|b| tokens::single_id(&self.tokenizer, b))
     }
 }
 
@@ -58,7 +66,7 @@ pub enum Sft {
     /// Ids the training pipeline produced.
     Golden(Vec<GoldenRow>),
     /// The template and tokenizer the training pipeline used.
-    Template(Pipeline),
+    Template(Box<Pipeline>),
     /// The suite names no SFT format: template parity cannot be checked.
     Unknown,
 }
@@ -90,7 +98,14 @@ impl Context {
         let sft = sft_side(&suite, &model)?;
         let conversations = conversations(&suite, &sft)?;
         let lock = lock::Lock::read(&suite.lock_path)?;
-        Ok(Context { suite, model, serving, sft, conversations, lock })
+        Ok(Context {
+            suite,
+            model,
+            serving,
+            sft,
+            conversations,
+            lock,
+        })
     }
 }
 
@@ -112,8 +127,19 @@ pub fn serving_template(suite: &Suite, model: &ModelDir) -> Result<Option<Templa
                 .find(|t| &t.name == name)
                 .cloned()
                 .ok_or_else(|| {
-                    let names: Vec<_> = model.templates.templates.iter().map(|t| t.name.as_str()).collect();
-                    Error::in_file(&suite.path, format!("the model has no chat template named {name:?} (it has: {})", names.join(", ")))
+                    let names: Vec<_> = model
+                        .templates
+                        .templates
+                        .iter()
+                        .map(|t| t.name.as_str())
+                        .collect();
+                    Error::in_file(
+                        &suite.path,
+                        format!(
+                            "the model has no chat template named {name:?} (it has: {})",
+                            names.join(", ")
+                        ),
+                    )
                 })?,
         ),
         None => model.templates.select(false).cloned(),
@@ -123,13 +149,21 @@ pub fn serving_template(suite: &Suite, model: &ModelDir) -> Result<Option<Templa
 /// Compile a template that comes from a file the user pointed at: a syntax error is bad input.
 pub fn compile(source: &TemplateSource, file_hint: &Path) -> Result<ChatTemplate> {
     ChatTemplate::new(&source.text).map_err(|e| {
-        let file = if Path::new(&source.origin).exists() { Path::new(&source.origin).to_path_buf() } else { file_hint.to_path_buf() };
-        Error::in_file(file, format!("chat template ({}) does not compile: {e}", source.origin))
+        let file = if Path::new(&source.origin).exists() {
+            Path::new(&source.origin).to_path_buf()
+        } else {
+            file_hint.to_path_buf()
+        };
+        Error::in_file(
+            file,
+            format!("chat template ({}) does not compile: {e}", source.origin),
+        )
     })
 }
 
 fn serving_pipeline(suite: &Suite, model: &ModelDir) -> Result<Option<Pipeline>> {
-    let (Some(source), Some(tok)) = (serving_template(suite, model)?, model.tokenizer.as_ref()) else {
+    let (Some(source), Some(tok)) = (serving_template(suite, model)?, model.tokenizer.as_ref())
+    else {
         return Ok(None);
     };
     Ok(Some(Pipeline {
@@ -145,19 +179,33 @@ fn sft_side(suite: &Suite, model: &ModelDir) -> Result<Sft> {
     if let Some(golden) = &suite.sft_golden {
         return Ok(Sft::Golden(suite::read_golden(golden)?));
     }
-    let Some(path) = &suite.sft_template else { return Ok(Sft::Unknown) };
+    let Some(path) = &suite.sft_template else {
+        return Ok(Sft::Unknown);
+    };
     let text = crate::error::read_to_string(path)?;
-    let source = TemplateSource { name: "sft".into(), origin: path.display().to_string(), text };
+    let source = TemplateSource {
+        name: "sft".into(),
+        origin: path.display().to_string(),
+        text,
+    };
     let (tokenizer, mut special) = match &suite.sft_tokenizer {
         Some(p) => {
             let dir = ModelDir::open(p)?;
             let special = dir.special_tokens();
-            let tok = dir.tokenizer.ok_or_else(|| Error::in_file(p, "no tokenizer.json here").hint("point [sft] tokenizer at a tokenizer.json or a model directory that has one"))?;
+            let tok = dir.tokenizer.ok_or_else(|| {
+                Error::in_file(p, "no tokenizer.json here").hint(
+                    "point [sft] tokenizer at a tokenizer.json or a model directory that has one",
+                )
+            })?;
             (tok.tokenizer, special)
         }
         None => {
             let tok = model.tokenizer.as_ref().ok_or_else(|| {
-                Error::in_file(&suite.path, "[sft] template needs a tokenizer, and the serving model has none").hint("set [sft] tokenizer")
+                Error::in_file(
+                    &suite.path,
+                    "[sft] template needs a tokenizer, and the serving model has none",
+                )
+                .hint("set [sft] tokenizer")
             })?;
             (tok.tokenizer.clone(), model.special_tokens())
         }
@@ -169,13 +217,13 @@ fn sft_side(suite: &Suite, model: &ModelDir) -> Result<Sft> {
     if let Some(e) = sft.and_then(|s| s.eos_token.clone()) {
         special.eos_token = Some(e);
     }
-    Ok(Sft::Template(Pipeline {
+    Ok(Sft::Template(Box::new(Pipeline {
         template: compile(&source, path)?,
         origin: source.origin,
         special,
         tokenizer,
         add_special_tokens: sft.map(|s| s.add_special_tokens).unwrap_or(false),
-    }))
+    })))
 }
 
 fn conversations(suite: &Suite, sft: &Sft) -> Result<Vec<Conversation>> {
@@ -183,7 +231,10 @@ fn conversations(suite: &Suite, sft: &Sft) -> Result<Vec<Conversation>> {
     if let Sft::Golden(rows) = sft {
         for (i, row) in rows.iter().enumerate() {
             out.push(Conversation {
-                id: row.id.clone().unwrap_or_else(|| format!("golden#{}", i + 1)),
+                id: row
+                    .id
+                    .clone()
+                    .unwrap_or_else(|| format!("golden#{}", i + 1)),
                 messages: row.messages.clone(),
                 tools: row.tools.clone(),
                 golden: Some((row.input_ids.clone(), row.assistant_mask.clone())),
@@ -195,7 +246,12 @@ fn conversations(suite: &Suite, sft: &Sft) -> Result<Vec<Conversation>> {
         extra.extend(suite::read_conversations(path)?);
     }
     for (i, c) in extra.into_iter().enumerate() {
-        out.push(Conversation { id: c.id.unwrap_or_else(|| format!("conversation#{}", i + 1)), messages: c.messages, tools: c.tools, golden: None });
+        out.push(Conversation {
+            id: c.id.unwrap_or_else(|| format!("conversation#{}", i + 1)),
+            messages: c.messages,
+            tools: c.tools,
+            golden: None,
+        });
     }
     Ok(out)
 }
@@ -215,7 +271,9 @@ pub fn run_offline(ctx: &Context) -> Result<Findings> {
 /// server would fail the same way); one that hits a render limit is bad input.
 pub fn limit_is_bad_input(origin: &str, err: &TemplateError) -> Option<Error> {
     match err {
-        TemplateError::Limit(_) | TemplateError::Syntax(_) => Some(Error::input(format!("chat template {origin}: {err}"))),
+        TemplateError::Limit(_) | TemplateError::Syntax(_) => {
+            Some(Error::input(format!("chat template {origin}: {err}")))
+        }
         _ => None,
     }
 }

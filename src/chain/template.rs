@@ -6,7 +6,9 @@ use tokenizers::Tokenizer;
 use super::diff::{diverge, first_difference, Divergence, DivergenceClass};
 use super::lock::short;
 use super::tokens::{leading_count, show_tokens};
-use super::{limit_is_bad_input, Boundary::Template, Context, Conversation, Finding, Pipeline, Severity, Sft};
+use super::{
+    limit_is_bad_input, Boundary::Template, Context, Conversation, Finding, Pipeline, Severity, Sft,
+};
 use crate::error::{Error, Result};
 
 pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
@@ -31,7 +33,15 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
         }
     }
     if !failed_renders.is_empty() {
-        let mut f = Finding::new(Template, "template.render", Severity::Error, format!("the serving template fails on {} conversation(s)", failed_renders.len()));
+        let mut f = Finding::new(
+            Template,
+            "template.render",
+            Severity::Error,
+            format!(
+                "the serving template fails on {} conversation(s)",
+                failed_renders.len()
+            ),
+        );
         for (id, msg) in failed_renders.iter().take(5) {
             f = f.with("conversation", format!("{id}: {msg}"));
         }
@@ -41,16 +51,30 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
         out.push(Finding::new(Template, "template.parity", Severity::Info, "the suite names no SFT format ([sft] golden or template): template parity is not checked"));
         return Ok(out);
     }
-    let compared: Vec<_> = renders.iter().filter_map(|(c, (s, t))| t.as_ref().map(|t| (*c, s, t))).collect();
+    let compared: Vec<_> = renders
+        .iter()
+        .filter_map(|(c, (s, t))| t.as_ref().map(|t| (*c, s, t)))
+        .collect();
     out.push(bos_count(serving, &compared));
     let mut diverged = Vec::new();
     for (conv, s, t) in &compared {
-        if let Some(d) = diverge(&serving.tokenizer, s, sft_tok, t, serving.bos_id(), &conv.messages) {
+        if let Some(d) = diverge(
+            &serving.tokenizer,
+            s,
+            sft_tok,
+            t,
+            serving.bos_id(),
+            &conv.messages,
+        ) {
             diverged.push((conv.id.clone(), d));
         }
     }
     out.push(parity(&diverged, compared.len(), serving));
-    let clean: Vec<_> = compared.iter().filter(|(c, _, _)| !diverged.iter().any(|(id, _)| id == &c.id)).map(|(c, _, t)| (*c, *t)).collect();
+    let clean: Vec<_> = compared
+        .iter()
+        .filter(|(c, _, _)| !diverged.iter().any(|(id, _)| id == &c.id))
+        .map(|(c, _, t)| (*c, *t))
+        .collect();
     out.push(generation_prompt(ctx, serving, &clean)?);
     Ok(out)
 }
@@ -60,7 +84,11 @@ type Ids = Vec<u32>;
 /// Serving ids and SFT ids (when the SFT side can produce them) of a whole conversation.
 /// The outer Result is bad input (a template that exhausts its limits); the inner one is a
 /// template that raises on this conversation.
-fn render_both(ctx: &Context, serving: &Pipeline, conv: &Conversation) -> Result<Result<(Ids, Option<Ids>), String>> {
+fn render_both(
+    ctx: &Context,
+    serving: &Pipeline,
+    conv: &Conversation,
+) -> Result<Result<(Ids, Option<Ids>), String>> {
     let s = match serving.render(&conv.messages, conv.tools.as_deref(), false) {
         Ok(r) => serving.ids(&r.text)?,
         Err(e) => {
@@ -72,10 +100,17 @@ fn render_both(ctx: &Context, serving: &Pipeline, conv: &Conversation) -> Result
     };
     let t = match (&ctx.sft, &conv.golden) {
         (_, Some((ids, _))) => Some(ids.clone()),
-        (Sft::Template(sft), None) => match sft.render(&conv.messages, conv.tools.as_deref(), false) {
-            Ok(r) => Some(sft.ids(&r.text)?),
-            Err(e) => return Err(Error::input(format!("the SFT template {} fails on conversation {}: {e}", sft.origin, conv.id))),
-        },
+        (Sft::Template(sft), None) => {
+            match sft.render(&conv.messages, conv.tools.as_deref(), false) {
+                Ok(r) => Some(sft.ids(&r.text)?),
+                Err(e) => {
+                    return Err(Error::input(format!(
+                        "the SFT template {} fails on conversation {}: {e}",
+                        sft.origin, conv.id
+                    )))
+                }
+            }
+        }
         _ => None,
     };
     Ok(Ok((s, t)))
@@ -84,11 +119,26 @@ fn render_both(ctx: &Context, serving: &Pipeline, conv: &Conversation) -> Result
 fn vs_lock(ctx: &Context, serving: &Pipeline) -> Finding {
     let sha = template_sha256(serving.template.source());
     match ctx.lock.as_ref().and_then(|l| l.template.as_ref()) {
-        None => Finding::new(Template, "template.lock", Severity::Info, "no template identity in the lock").with("serving template", &serving.origin),
-        Some(t) if t.sha256 == sha => Finding::pass(Template, "template.lock", format!("the serving template matches the lock ({})", short(&sha))),
-        Some(t) => Finding::new(Template, "template.lock", Severity::Warning, "the serving template is not the locked one (parity below says whether it matters)")
-            .with("locked", format!("{} {}", t.origin, short(&t.sha256)))
-            .with("found", format!("{} {}", serving.origin, short(&sha))),
+        None => Finding::new(
+            Template,
+            "template.lock",
+            Severity::Info,
+            "no template identity in the lock",
+        )
+        .with("serving template", &serving.origin),
+        Some(t) if t.sha256 == sha => Finding::pass(
+            Template,
+            "template.lock",
+            format!("the serving template matches the lock ({})", short(&sha)),
+        ),
+        Some(t) => Finding::new(
+            Template,
+            "template.lock",
+            Severity::Warning,
+            "the serving template is not the locked one (parity below says whether it matters)",
+        )
+        .with("locked", format!("{} {}", t.origin, short(&t.sha256)))
+        .with("found", format!("{} {}", serving.origin, short(&sha))),
     }
 }
 
@@ -103,52 +153,106 @@ fn bos_count(serving: &Pipeline, compared: &[(&Conversation, &Ids, &Ids)]) -> Fi
         return Finding::new(Template, ID, Severity::Info, "no conversation to compare");
     };
     let (ns, nt) = (leading_count(s, bos), leading_count(t, bos));
-    let bos_text = serving.special.bos_token.clone().unwrap_or_else(|| "(none)".into());
+    let bos_text = serving
+        .special
+        .bos_token
+        .clone()
+        .unwrap_or_else(|| "(none)".into());
     if ns == nt {
-        return Finding::pass(Template, ID, format!("{ns} leading BOS on both sides")).with("bos", bos_text);
+        return Finding::pass(Template, ID, format!("{ns} leading BOS on both sides"))
+            .with("bos", bos_text);
     }
-    let class = if ns > nt { DivergenceClass::DoubleBos } else { DivergenceClass::MissingBos };
-    Finding::new(Template, ID, Severity::Error, format!("{}: the serving prompt starts with {ns} BOS, the SFT data with {nt}", class.name()))
-        .with("class", class.name())
-        .with("bos", bos_text)
-        .with("conversation", &conv.id)
-        .with("serving starts", show_tokens(&serving.tokenizer, &s[..s.len().min(4)]))
-        .with("sft starts", show_tokens(&serving.tokenizer, &t[..t.len().min(4)]))
-        .with("add_special_tokens (serving)", serving.add_special_tokens)
+    let class = if ns > nt {
+        DivergenceClass::DoubleBos
+    } else {
+        DivergenceClass::MissingBos
+    };
+    Finding::new(
+        Template,
+        ID,
+        Severity::Error,
+        format!(
+            "{}: the serving prompt starts with {ns} BOS, the SFT data with {nt}",
+            class.name()
+        ),
+    )
+    .with("class", class.name())
+    .with("bos", bos_text)
+    .with("conversation", &conv.id)
+    .with(
+        "serving starts",
+        show_tokens(&serving.tokenizer, &s[..s.len().min(4)]),
+    )
+    .with(
+        "sft starts",
+        show_tokens(&serving.tokenizer, &t[..t.len().min(4)]),
+    )
+    .with("add_special_tokens (serving)", serving.add_special_tokens)
 }
 
 fn parity(diverged: &[(String, Divergence)], total: usize, serving: &Pipeline) -> Finding {
     const ID: &str = "template.parity";
     if total == 0 {
-        return Finding::new(Template, ID, Severity::Info, "no conversation rendered on both sides: nothing to compare");
+        return Finding::new(
+            Template,
+            ID,
+            Severity::Info,
+            "no conversation rendered on both sides: nothing to compare",
+        );
     }
     let Some((id, d)) = diverged.first() else {
-        return Finding::pass(Template, ID, format!("the serving template reproduces the SFT token ids for all {total} conversations"))
-            .with("serving template", &serving.origin);
+        return Finding::pass(
+            Template,
+            ID,
+            format!(
+                "the serving template reproduces the SFT token ids for all {total} conversations"
+            ),
+        )
+        .with("serving template", &serving.origin);
     };
     let mut classes: Vec<&str> = diverged.iter().map(|(_, d)| d.class.name()).collect();
     classes.sort();
     classes.dedup();
-    Finding::new(Template, ID, Severity::Error, format!("{}: the serving render differs from the SFT ids in {} of {total} conversations", d.class.name(), diverged.len()))
-        .with("class", d.class.name())
-        .with("first conversation", id)
-        .with("first difference at token", d.position)
-        .with("serving", &d.serving_context)
-        .with("sft", &d.sft_context)
-        .with("lengths (serving/sft)", format!("{}/{}", d.serving_len, d.sft_len))
-        .with("classes seen", classes.join(", "))
-        .with("serving template", &serving.origin)
+    Finding::new(
+        Template,
+        ID,
+        Severity::Error,
+        format!(
+            "{}: the serving render differs from the SFT ids in {} of {total} conversations",
+            d.class.name(),
+            diverged.len()
+        ),
+    )
+    .with("class", d.class.name())
+    .with("first conversation", id)
+    .with("first difference at token", d.position)
+    .with("serving", &d.serving_context)
+    .with("sft", &d.sft_context)
+    .with(
+        "lengths (serving/sft)",
+        format!("{}/{}", d.serving_len, d.sft_len),
+    )
+    .with("classes seen", classes.join(", "))
+    .with("serving template", &serving.origin)
 }
 
 /// For every assistant turn: the prompt the server builds (messages before it, with the
 /// generation prompt) must be exactly the training context that preceded the assistant's
 /// tokens. Otherwise the reply starts from a context the model never saw (vllm#13125).
-fn generation_prompt(ctx: &Context, serving: &Pipeline, clean: &[(&Conversation, &Ids)]) -> Result<Finding> {
+fn generation_prompt(
+    ctx: &Context,
+    serving: &Pipeline,
+    clean: &[(&Conversation, &Ids)],
+) -> Result<Finding> {
     const ID: &str = "template.generation-prompt";
     let suffix = generation_suffix(serving);
     let mut checked = 0;
     for (conv, sft_ids) in clean {
-        let spans = conv.golden.as_ref().and_then(|g| g.1.as_ref()).map(|m| mask_spans(m));
+        let spans = conv
+            .golden
+            .as_ref()
+            .and_then(|g| g.1.as_ref())
+            .map(|m| mask_spans(m));
         let turns = assistant_turns(&conv.messages);
         for (j, &k) in turns.iter().enumerate() {
             if k == 0 {
@@ -171,17 +275,26 @@ fn generation_prompt(ctx: &Context, serving: &Pipeline, clean: &[(&Conversation,
                 Some(e) => e,
                 None => match &ctx.sft {
                     Sft::Template(sft) => {
-                        sft_prompt = match sft.render(&conv.messages[..k], conv.tools.as_deref(), true) {
-                            Ok(r) => sft.ids(&r.text)?,
-                            Err(_) => continue,
-                        };
+                        sft_prompt =
+                            match sft.render(&conv.messages[..k], conv.tools.as_deref(), true) {
+                                Ok(r) => sft.ids(&r.text)?,
+                                Err(_) => continue,
+                            };
                         &sft_prompt[..]
                     }
                     // Golden ids without a mask: the serving prompt must at least be a prefix (TRL's check).
                     _ => {
                         checked += 1;
                         if !sft_ids.starts_with(&prompt) {
-                            return Ok(prompt_finding(serving, conv, k, &prompt, sft_ids, first_difference(&prompt, sft_ids).unwrap_or(0), &suffix));
+                            return Ok(prompt_finding(
+                                serving,
+                                conv,
+                                k,
+                                &prompt,
+                                sft_ids,
+                                first_difference(&prompt, sft_ids).unwrap_or(0),
+                                &suffix,
+                            ));
                         }
                         continue;
                     }
@@ -190,12 +303,19 @@ fn generation_prompt(ctx: &Context, serving: &Pipeline, clean: &[(&Conversation,
             checked += 1;
             if prompt != expected {
                 let at = first_difference(&prompt, expected).unwrap_or(0);
-                return Ok(prompt_finding(serving, conv, k, &prompt, expected, at, &suffix));
+                return Ok(prompt_finding(
+                    serving, conv, k, &prompt, expected, at, &suffix,
+                ));
             }
         }
     }
     if checked == 0 {
-        return Ok(Finding::new(Template, ID, Severity::Info, "no assistant turn to check the generation prompt against"));
+        return Ok(Finding::new(
+            Template,
+            ID,
+            Severity::Info,
+            "no assistant turn to check the generation prompt against",
+        ));
     }
     let mut f = Finding::pass(Template, ID, format!("the serving prompt equals the training context before each of {checked} assistant turns"));
     if let Some(s) = suffix {
@@ -204,10 +324,24 @@ fn generation_prompt(ctx: &Context, serving: &Pipeline, clean: &[(&Conversation,
     Ok(f)
 }
 
-fn prompt_finding(serving: &Pipeline, conv: &Conversation, k: usize, prompt: &[u32], expected: &[u32], at: usize, suffix: &Option<String>) -> Finding {
+fn prompt_finding(
+    serving: &Pipeline,
+    conv: &Conversation,
+    k: usize,
+    prompt: &[u32],
+    expected: &[u32],
+    at: usize,
+    suffix: &Option<String>,
+) -> Finding {
     let tok: &Tokenizer = &serving.tokenizer;
     let lo = at.saturating_sub(3);
-    let view = |ids: &[u32]| if lo < ids.len() { show_tokens(tok, &ids[lo..(at + 4).min(ids.len())]) } else { "(end)".into() };
+    let view = |ids: &[u32]| {
+        if lo < ids.len() {
+            show_tokens(tok, &ids[lo..(at + 4).min(ids.len())])
+        } else {
+            "(end)".into()
+        }
+    };
     let what = if prompt.len() < expected.len() && expected.starts_with(prompt) {
         "the server's prompt stops short of the training context: the model must generate tokens it was never trained to produce"
     } else if prompt.len() > expected.len() && prompt.starts_with(expected) {
@@ -215,14 +349,22 @@ fn prompt_finding(serving: &Pipeline, conv: &Conversation, k: usize, prompt: &[u
     } else {
         "the server's prompt differs from the training context before the reply"
     };
-    let mut f = Finding::new(Template, "template.generation-prompt", Severity::Error, format!("generation-prompt: {what}"))
-        .with("class", DivergenceClass::GenerationPrompt.name())
-        .with("conversation", &conv.id)
-        .with("before message", k)
-        .with("first difference at token", at)
-        .with("serving prompt", view(prompt))
-        .with("training context", view(expected))
-        .with("lengths (serving/sft)", format!("{}/{}", prompt.len(), expected.len()));
+    let mut f = Finding::new(
+        Template,
+        "template.generation-prompt",
+        Severity::Error,
+        format!("generation-prompt: {what}"),
+    )
+    .with("class", DivergenceClass::GenerationPrompt.name())
+    .with("conversation", &conv.id)
+    .with("before message", k)
+    .with("first difference at token", at)
+    .with("serving prompt", view(prompt))
+    .with("training context", view(expected))
+    .with(
+        "lengths (serving/sft)",
+        format!("{}/{}", prompt.len(), expected.len()),
+    );
     if let Some(s) = suffix {
         f = f.with("serving generation prompt", format!("{s:?}"));
     }

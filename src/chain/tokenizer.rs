@@ -13,8 +13,13 @@ use crate::error::Result;
 
 pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
     let Some(tok) = ctx.model.tokenizer.as_ref() else {
-        return Ok(vec![Finding::new(Tok, "tokenizer.present", Severity::Error, "the model directory has no tokenizer (tokenizer.json, or GGUF tokenizer metadata)")
-            .with("dir", ctx.model.root.display())]);
+        return Ok(vec![Finding::new(
+            Tok,
+            "tokenizer.present",
+            Severity::Error,
+            "the model directory has no tokenizer (tokenizer.json, or GGUF tokenizer metadata)",
+        )
+        .with("dir", ctx.model.root.display())]);
     };
     let mut out = Vec::new();
     out.extend(vs_lock(ctx, &tok.tokenizer, &tok.sha256)?);
@@ -40,29 +45,58 @@ pub fn fingerprint(tok: &Tokenizer) -> Result<String> {
 
 fn vs_lock(ctx: &Context, tok: &Tokenizer, file_sha: &str) -> Result<Vec<Finding>> {
     let Some(locked) = ctx.lock.as_ref().and_then(|l| l.tokenizer.as_ref()) else {
-        return Ok(vec![Finding::new(Tok, "tokenizer.lock", Severity::Warning, "no tokenizer identity in the lock: tokenizer drift cannot be detected")
-            .with("lock", ctx.suite.lock_path.display())]);
+        return Ok(vec![Finding::new(
+            Tok,
+            "tokenizer.lock",
+            Severity::Warning,
+            "no tokenizer identity in the lock: tokenizer drift cannot be detected",
+        )
+        .with("lock", ctx.suite.lock_path.display())]);
     };
     let fp = fingerprint(tok)?;
     let file = if locked.sha256 == file_sha {
-        Finding::pass(Tok, "tokenizer.file-hash", format!("tokenizer file matches the lock ({})", short(file_sha)))
+        Finding::pass(
+            Tok,
+            "tokenizer.file-hash",
+            format!("tokenizer file matches the lock ({})", short(file_sha)),
+        )
     } else {
-        Finding::new(Tok, "tokenizer.file-hash", Severity::Warning, "the tokenizer file differs from the lock (re-saved, or replaced)")
-            .with("locked", short(&locked.sha256))
-            .with("found", short(file_sha))
+        Finding::new(
+            Tok,
+            "tokenizer.file-hash",
+            Severity::Warning,
+            "the tokenizer file differs from the lock (re-saved, or replaced)",
+        )
+        .with("locked", short(&locked.sha256))
+        .with("found", short(file_sha))
     };
     let semantic = if locked.probe_version != PROBE_VERSION {
-        Finding::new(Tok, "tokenizer.fingerprint", Severity::Warning, "the lock was made with another probe corpus version; re-lock to compare fingerprints")
-            .with("lock probe version", locked.probe_version)
-            .with("this build", PROBE_VERSION)
+        Finding::new(
+            Tok,
+            "tokenizer.fingerprint",
+            Severity::Warning,
+            "the lock was made with another probe corpus version; re-lock to compare fingerprints",
+        )
+        .with("lock probe version", locked.probe_version)
+        .with("this build", PROBE_VERSION)
     } else if locked.fingerprint == fp {
-        Finding::pass(Tok, "tokenizer.fingerprint", format!("the tokenizer splits the probe corpus as locked ({})", short(&fp)))
+        Finding::pass(
+            Tok,
+            "tokenizer.fingerprint",
+            format!(
+                "the tokenizer splits the probe corpus as locked ({})",
+                short(&fp)
+            ),
+        )
     } else {
         let mut f = Finding::new(Tok, "tokenizer.fingerprint", Severity::Error, "the tokenizer splits text differently from the locked one: another tokenizer, or another version of it")
             .with("locked", short(&locked.fingerprint))
             .with("found", short(&fp));
         if locked.vocab_size != tok.get_vocab_size(true) {
-            f = f.with("vocab size", format!("{} → {}", locked.vocab_size, tok.get_vocab_size(true)));
+            f = f.with(
+                "vocab size",
+                format!("{} → {}", locked.vocab_size, tok.get_vocab_size(true)),
+            );
         }
         f
     };
@@ -81,13 +115,33 @@ fn round_trip(tok: &Tokenizer) -> Result<Finding> {
         }
     }
     if lost.is_empty() {
-        return Ok(Finding::pass(Tok, ID, format!("decode(encode(x)) == x for all {} probe strings", PROBE_CORPUS.len())));
+        return Ok(Finding::pass(
+            Tok,
+            ID,
+            format!(
+                "decode(encode(x)) == x for all {} probe strings",
+                PROBE_CORPUS.len()
+            ),
+        ));
     }
     // SentencePiece tokenizers legitimately normalise some whitespace; text that changes
     // beyond whitespace (unknown tokens, lost bytes) is what breaks a model.
     let beyond_ws = lost.iter().any(|(a, b)| squash(a) != squash(b));
-    let sev = if beyond_ws { Severity::Warning } else { Severity::Info };
-    let mut f = Finding::new(Tok, ID, sev, format!("{} of {} probe strings do not survive decode(encode(x))", lost.len(), PROBE_CORPUS.len()));
+    let sev = if beyond_ws {
+        Severity::Warning
+    } else {
+        Severity::Info
+    };
+    let mut f = Finding::new(
+        Tok,
+        ID,
+        sev,
+        format!(
+            "{} of {} probe strings do not survive decode(encode(x))",
+            lost.len(),
+            PROBE_CORPUS.len()
+        ),
+    );
     for (a, b) in lost.iter().take(3) {
         f = f.with("example", format!("{a:?} → {b:?}"));
     }
@@ -101,20 +155,34 @@ fn squash(s: &str) -> String {
 /// Special tokens named in every file must agree with each other and with the vocabulary.
 pub fn special_tokens(model: &ModelDir) -> Vec<Finding> {
     const ID: &str = "tokenizer.special-tokens";
-    let Some(tok) = model.tokenizer.as_ref().map(|t| &t.tokenizer) else { return vec![] };
+    let Some(tok) = model.tokenizer.as_ref().map(|t| &t.tokenizer) else {
+        return vec![];
+    };
     let mut problems: Vec<(Severity, String)> = Vec::new();
     let special = model.special_tokens();
-    let named = [("bos_token", &special.bos_token), ("eos_token", &special.eos_token), ("pad_token", &special.pad_token), ("unk_token", &special.unk_token)];
+    let named = [
+        ("bos_token", &special.bos_token),
+        ("eos_token", &special.eos_token),
+        ("pad_token", &special.pad_token),
+        ("unk_token", &special.unk_token),
+    ];
     for (name, text) in named {
         if let Some(text) = text {
             if single_id(tok, text).is_none() {
-                let split = encode(tok, text, false).map(|ids| show_tokens(tok, &ids)).unwrap_or_default();
+                let split = encode(tok, text, false)
+                    .map(|ids| show_tokens(tok, &ids))
+                    .unwrap_or_default();
                 problems.push((Severity::Error, format!("{name} {text:?} is not a single token in the vocabulary (it encodes as {split})")));
             }
         }
     }
     if let (Some(tc), Some(stm)) = (&model.tokenizer_config, &model.special_tokens_map) {
-        let pairs = [("bos_token", &tc.bos_token, &stm.bos_token), ("eos_token", &tc.eos_token, &stm.eos_token), ("pad_token", &tc.pad_token, &stm.pad_token), ("unk_token", &tc.unk_token, &stm.unk_token)];
+        let pairs = [
+            ("bos_token", &tc.bos_token, &stm.bos_token),
+            ("eos_token", &tc.eos_token, &stm.eos_token),
+            ("pad_token", &tc.pad_token, &stm.pad_token),
+            ("unk_token", &tc.unk_token, &stm.unk_token),
+        ];
         for (name, a, b) in pairs {
             if let (Some(a), Some(b)) = (a, b) {
                 if a != b {
@@ -136,13 +204,19 @@ pub fn special_tokens(model: &ModelDir) -> Vec<Finding> {
     if let Some(cfg) = &model.config {
         if let (Some(b), Some(&cb)) = (bos_id, cfg.bos_token_ids.first()) {
             if !cfg.bos_token_ids.contains(&b) {
-                problems.push((Severity::Warning, format!("config.json bos_token_id {cb} is not the tokenizer's bos {b}")));
+                problems.push((
+                    Severity::Warning,
+                    format!("config.json bos_token_id {cb} is not the tokenizer's bos {b}"),
+                ));
             }
         }
         if let Some(vocab) = cfg.vocab_size {
             for id in cfg.bos_token_ids.iter().chain(&cfg.eos_token_ids) {
                 if u64::from(*id) >= vocab {
-                    problems.push((Severity::Error, format!("config.json names token id {id}, beyond vocab_size {vocab}")));
+                    problems.push((
+                        Severity::Error,
+                        format!("config.json names token id {id}, beyond vocab_size {vocab}"),
+                    ));
                 }
             }
         }
@@ -150,7 +224,12 @@ pub fn special_tokens(model: &ModelDir) -> Vec<Finding> {
     if let Some(gc) = &model.generation_config {
         if let (Some(b), Some(gb)) = (bos_id, gc.bos_token_id) {
             if b != gb {
-                problems.push((Severity::Warning, format!("generation_config.json bos_token_id {gb} is not the tokenizer's bos {b}")));
+                problems.push((
+                    Severity::Warning,
+                    format!(
+                        "generation_config.json bos_token_id {gb} is not the tokenizer's bos {b}"
+                    ),
+                ));
             }
         }
         let size = tok.get_vocab_size(true) as u32;
@@ -182,7 +261,11 @@ pub fn special_tokens(model: &ModelDir) -> Vec<Finding> {
 /// training pipeline produced for the same text (tokenizers#1512, mellea#947).
 fn golden_reencode(ctx: &Context, tok: &Tokenizer) -> Result<Vec<Finding>> {
     const ID: &str = "tokenizer.golden-reencode";
-    let golden: Vec<_> = ctx.conversations.iter().filter_map(|c| c.golden.as_ref().map(|g| (&c.id, &g.0))).collect();
+    let golden: Vec<_> = ctx
+        .conversations
+        .iter()
+        .filter_map(|c| c.golden.as_ref().map(|g| (&c.id, &g.0)))
+        .collect();
     if golden.is_empty() {
         return Ok(vec![]);
     }
@@ -191,18 +274,44 @@ fn golden_reencode(ctx: &Context, tok: &Tokenizer) -> Result<Vec<Finding>> {
         let text = decode(tok, ids);
         let again = encode(tok, &text, false)?;
         if &again != *ids {
-            let at = ids.iter().zip(&again).position(|(a, b)| a != b).unwrap_or(ids.len().min(again.len()));
+            let at = ids
+                .iter()
+                .zip(&again)
+                .position(|(a, b)| a != b)
+                .unwrap_or(ids.len().min(again.len()));
             failures.push((id.to_string(), at, ids.to_vec(), again));
         }
     }
     if failures.is_empty() {
-        return Ok(vec![Finding::pass(Tok, ID, format!("the serving tokenizer re-encodes all {} golden SFT rows to the same ids", golden.len()))]);
+        return Ok(vec![Finding::pass(
+            Tok,
+            ID,
+            format!(
+                "the serving tokenizer re-encodes all {} golden SFT rows to the same ids",
+                golden.len()
+            ),
+        )]);
     }
     let (id, at, want, got) = &failures[0];
     let lo = at.saturating_sub(2);
-    Ok(vec![Finding::new(Tok, ID, Severity::Error, format!("the serving tokenizer encodes the SFT text differently in {} of {} golden rows", failures.len(), golden.len()))
-        .with("first row", id)
-        .with("first difference at token", at)
-        .with("SFT ids", show_tokens(tok, &want[lo..(at + 3).min(want.len())]))
-        .with("re-encoded", show_tokens(tok, &got[lo..(at + 3).min(got.len())]))])
+    Ok(vec![Finding::new(
+        Tok,
+        ID,
+        Severity::Error,
+        format!(
+            "the serving tokenizer encodes the SFT text differently in {} of {} golden rows",
+            failures.len(),
+            golden.len()
+        ),
+    )
+    .with("first row", id)
+    .with("first difference at token", at)
+    .with(
+        "SFT ids",
+        show_tokens(tok, &want[lo..(at + 3).min(want.len())]),
+    )
+    .with(
+        "re-encoded",
+        show_tokens(tok, &got[lo..(at + 3).min(got.len())]),
+    )])
 }

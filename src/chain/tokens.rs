@@ -13,7 +13,8 @@ pub fn encode(tok: &Tokenizer, text: &str, add_special_tokens: bool) -> Result<V
 
 /// Decode keeping special tokens, as vLLM's /detokenize and a training-data dump show them.
 pub fn decode(tok: &Tokenizer, ids: &[u32]) -> String {
-    tok.decode(ids, false).unwrap_or_else(|e| format!("<undecodable: {e}>"))
+    tok.decode(ids, false)
+        .unwrap_or_else(|e| format!("<undecodable: {e}>"))
 }
 
 /// A readable view of a few tokens: `'<|im_start|>' 'user' '\n'`.

@@ -15,11 +15,21 @@ pub fn run_check(a: CheckArgs) -> Result<i32> {
     match a.format {
         Format::Json => {
             let subject = json!({"suite": ctx.suite.name, "suite_file": ctx.suite.path, "model_dir": ctx.model.root});
-            println!("{}", serde_json::to_string_pretty(&report::json(subject, &findings)).unwrap_or_default());
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report::json(subject, &findings)).unwrap_or_default()
+            );
         }
         Format::Text => {
-            let title = format!("chatgate check {} — model {}", ctx.suite.path.display(), ctx.model.root.display());
-            print!("{}", report::terminal(&title, &findings, report::use_colour()));
+            let title = format!(
+                "chatgate check {} — model {}",
+                ctx.suite.path.display(),
+                ctx.model.root.display()
+            );
+            print!(
+                "{}",
+                report::terminal(&title, &findings, report::use_colour())
+            );
         }
     }
     Ok(if findings.has_errors() { 1 } else { 0 })
@@ -38,7 +48,10 @@ pub fn run_lock(a: LockArgs) -> Result<i32> {
         }
         Some(old) => {
             let changes = chain::lock::diff(&old, &new);
-            println!("{}: the suite now serves something else than the lock says:", path.display());
+            println!(
+                "{}: the suite now serves something else than the lock says:",
+                path.display()
+            );
             for c in &changes {
                 println!("  {c}");
             }
@@ -50,6 +63,11 @@ pub fn run_lock(a: LockArgs) -> Result<i32> {
         None => {}
     }
     new.write(path)?;
-    println!("{}: written (weights {}, {} file(s))", path.display(), chain::lock::short(&new.weights.total), new.weights.files.len());
+    println!(
+        "{}: written (weights {}, {} file(s))",
+        path.display(),
+        chain::lock::short(&new.weights.total),
+        new.weights.files.len()
+    );
     Ok(0)
 }

@@ -23,7 +23,10 @@ pub fn run(a: InspectArgs) -> Result<i32> {
         }
         Format::Text => {
             print!("{}", text(&doc));
-            print!("{}", report::terminal("\nconsistency", &findings, report::use_colour()));
+            print!(
+                "{}",
+                report::terminal("\nconsistency", &findings, report::use_colour())
+            );
         }
     }
     Ok(0)
@@ -39,14 +42,25 @@ fn describe(model: &ModelDir) -> Result<Value> {
             json!({"name": w.name, "format": w.format, "size": w.size, "tensors": w.tensors, "parameters": w.parameters, "dtypes": w.dtypes, "sha256": sha})
         })
         .collect();
-    let config = model.config.as_ref().map(|c| serde_json::to_value(c).unwrap_or(Value::Null));
+    let config = model
+        .config
+        .as_ref()
+        .map(|c| serde_json::to_value(c).unwrap_or(Value::Null));
     let tokenizer = match &model.tokenizer {
         Some(t) => {
             let special = model.special_tokens();
-            let named = [("bos_token", &special.bos_token), ("eos_token", &special.eos_token), ("pad_token", &special.pad_token), ("unk_token", &special.unk_token)];
+            let named = [
+                ("bos_token", &special.bos_token),
+                ("eos_token", &special.eos_token),
+                ("pad_token", &special.pad_token),
+                ("unk_token", &special.unk_token),
+            ];
             let specials: Vec<Value> = named
                 .iter()
-                .filter_map(|(k, v)| v.as_ref().map(|v| json!({"name": k, "text": v, "id": t.tokenizer.token_to_id(v)})))
+                .filter_map(|(k, v)| {
+                    v.as_ref()
+                        .map(|v| json!({"name": k, "text": v, "id": t.tokenizer.token_to_id(v)}))
+                })
                 .collect();
             json!({
                 "path": t.path, "sha256": t.sha256, "fingerprint": chain::tokenizer::fingerprint(&t.tokenizer)?,
@@ -101,12 +115,35 @@ fn text(doc: &Value) -> String {
     line(format!("model {}", doc["model"].as_str().unwrap_or("")));
     line("\nweights".into());
     for w in doc["weights"]["files"].as_array().into_iter().flatten() {
-        line(format!("  {}  {} {} bytes, {} tensors, {} parameters, sha256 {}", w["name"].as_str().unwrap_or(""), w["format"].as_str().unwrap_or(""), w["size"], w["tensors"], w["parameters"], w["sha256"].as_str().unwrap_or("")));
+        line(format!(
+            "  {}  {} {} bytes, {} tensors, {} parameters, sha256 {}",
+            w["name"].as_str().unwrap_or(""),
+            w["format"].as_str().unwrap_or(""),
+            w["size"],
+            w["tensors"],
+            w["parameters"],
+            w["sha256"].as_str().unwrap_or("")
+        ));
     }
-    line(format!("  total sha256 {}", doc["weights"]["total_sha256"].as_str().unwrap_or("")));
+    line(format!(
+        "  total sha256 {}",
+        doc["weights"]["total_sha256"].as_str().unwrap_or("")
+    ));
     if let Some(c) = doc["config"].as_object() {
         line("\nconfig.json".into());
-        for k in ["model_type", "architectures", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "max_position_embeddings", "bos_token_ids", "eos_token_ids", "dtype"] {
+        for k in [
+            "model_type",
+            "architectures",
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "max_position_embeddings",
+            "bos_token_ids",
+            "eos_token_ids",
+            "dtype",
+        ] {
             if let Some(v) = c.get(k).filter(|v| !v.is_null()) {
                 line(format!("  {k}: {v}"));
             }
@@ -115,21 +152,54 @@ fn text(doc: &Value) -> String {
     let t = &doc["tokenizer"];
     if !t.is_null() {
         line("\ntokenizer".into());
-        for k in ["path", "sha256", "fingerprint", "vocab_size", "model_type", "pre_tokenizer"] {
-            line(format!("  {k}: {}", t[k].as_str().map(str::to_string).unwrap_or_else(|| t[k].to_string())));
+        for k in [
+            "path",
+            "sha256",
+            "fingerprint",
+            "vocab_size",
+            "model_type",
+            "pre_tokenizer",
+        ] {
+            line(format!(
+                "  {k}: {}",
+                t[k].as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| t[k].to_string())
+            ));
         }
         for s in t["special_tokens"].as_array().into_iter().flatten() {
-            line(format!("  {}: {} → id {}", s["name"].as_str().unwrap_or(""), s["text"], s["id"]));
+            line(format!(
+                "  {}: {} → id {}",
+                s["name"].as_str().unwrap_or(""),
+                s["text"],
+                s["id"]
+            ));
         }
     } else {
         line("\ntokenizer: none".into());
     }
     line("\nchat templates".into());
-    line(format!("  active: {}", doc["templates"]["active"].as_str().unwrap_or("(none)")));
-    for t in doc["templates"]["available"].as_array().into_iter().flatten() {
-        line(format!("  {} ({}): {}", t["name"].as_str().unwrap_or(""), t["origin"].as_str().unwrap_or(""), t["capabilities"]));
+    line(format!(
+        "  active: {}",
+        doc["templates"]["active"].as_str().unwrap_or("(none)")
+    ));
+    for t in doc["templates"]["available"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        line(format!(
+            "  {} ({}): {}",
+            t["name"].as_str().unwrap_or(""),
+            t["origin"].as_str().unwrap_or(""),
+            t["capabilities"]
+        ));
     }
-    for s in doc["templates"]["shadowed"].as_array().into_iter().flatten() {
+    for s in doc["templates"]["shadowed"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         line(format!("  shadowed: {}", s.as_str().unwrap_or("")));
     }
     if let Some(g) = doc["generation_config"].as_object() {
@@ -139,7 +209,10 @@ fn text(doc: &Value) -> String {
         }
     }
     if let Some(g) = doc["gguf"].as_object() {
-        line(format!("\ngguf v{} ({} tensors)", g["version"], g["tensor_count"]));
+        line(format!(
+            "\ngguf v{} ({} tensors)",
+            g["version"], g["tensor_count"]
+        ));
         for (k, v) in g["metadata"].as_object().into_iter().flatten() {
             line(format!("  {k}: {v}"));
         }

@@ -30,27 +30,35 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Render a conversation with a chat template exactly as transformers' apply_chat_template does, and tokenize it.
-    #[command(long_about = "Render a conversation exactly as transformers' `apply_chat_template(tokenize=False)` does \
+    #[command(
+        long_about = "Render a conversation exactly as transformers' `apply_chat_template(tokenize=False)` does \
 (transformers 5 semantics), then tokenize the text with tokenizer.json and add_special_tokens=false — the ids a \
 vLLM/SGLang chat endpoint feeds the model.\n\n\
 The messages file is a JSON list of messages, or an object {\"messages\": [...], \"tools\": [...]}.\n\
-A template that fails to parse, raises (raise_exception) or runs out of fuel exits 2 with the template's own message.")]
+A template that fails to parse, raises (raise_exception) or runs out of fuel exits 2 with the template's own message."
+    )]
     Render(RenderArgs),
     /// Show what a model directory (or GGUF file) ships: weights identity, tokenizer, templates, generation config.
-    #[command(long_about = "Show what a model directory (Hugging Face layout) or a GGUF file ships: content hashes of \
+    #[command(
+        long_about = "Show what a model directory (Hugging Face layout) or a GGUF file ships: content hashes of \
 the weights (per file and in total), a config summary, the tokenizer (file hash, semantic fingerprint over a fixed probe \
 corpus, vocab size, special tokens with ids, model type, pre-tokenizer), which chat template wins and what it can do, the \
-generation config, and consistency findings across the files.")]
+generation config, and consistency findings across the files."
+    )]
     Inspect(InspectArgs),
     /// Run the offline chain of a suite: checkpoint → tokenizer → template → generation config.
-    #[command(long_about = "Run the offline boundaries of a suite (see suites/example.toml) and print the findings in \
+    #[command(
+        long_about = "Run the offline boundaries of a suite (see suites/example.toml) and print the findings in \
 chain order, each with a check id, severity, message and evidence.\n\n\
-Exit 0: no error finding. Exit 1: at least one error finding (the report names the first broken boundary). Exit 2: bad input.")]
+Exit 0: no error finding. Exit 1: at least one error finding (the report names the first broken boundary). Exit 2: bad input."
+    )]
     Check(CheckArgs),
     /// Pin the identity of the suite's checkpoint, tokenizer and template in its lock file.
-    #[command(long_about = "Hash the weights, fingerprint the tokenizer and hash the serving template, and write them to \
+    #[command(
+        long_about = "Hash the weights, fingerprint the tokenizer and hash the serving template, and write them to \
 the suite's lock file (default: <suite>.lock.json beside the suite). The write is atomic. An existing lock that differs \
-is only replaced with --update; the differences are printed either way.")]
+is only replaced with --update; the differences are printed either way."
+    )]
     Lock(LockArgs),
 }
 

@@ -7,7 +7,9 @@ use crate::error::{read_json, Error, Result};
 use crate::template::{ChatTemplate, RenderRequest};
 
 /// The messages file: a list of messages, or {"messages": [...], "tools": [...], "documents": [...]}.
-pub fn read_conversation(path: &std::path::Path) -> Result<(Vec<Value>, Option<Value>, Option<Value>)> {
+pub fn read_conversation(
+    path: &std::path::Path,
+) -> Result<(Vec<Value>, Option<Value>, Option<Value>)> {
     let doc = read_json(path)?;
     let shape = "a JSON list of messages, or an object {\"messages\": [...], \"tools\": [...]}";
     let (messages, tools, documents) = match doc {
@@ -15,15 +17,24 @@ pub fn read_conversation(path: &std::path::Path) -> Result<(Vec<Value>, Option<V
         Value::Object(mut o) => {
             let m = match o.remove("messages") {
                 Some(Value::Array(m)) => m,
-                Some(_) => return Err(Error::in_file(path, "\"messages\" is not a list").hint(shape)),
+                Some(_) => {
+                    return Err(Error::in_file(path, "\"messages\" is not a list").hint(shape))
+                }
                 None => return Err(Error::in_file(path, "no \"messages\" key").hint(shape)),
             };
-            (m, o.remove("tools").filter(|t| !t.is_null()), o.remove("documents").filter(|d| !d.is_null()))
+            (
+                m,
+                o.remove("tools").filter(|t| !t.is_null()),
+                o.remove("documents").filter(|d| !d.is_null()),
+            )
         }
         _ => return Err(Error::in_file(path, "not a conversation").hint(shape)),
     };
     if let Some(i) = messages.iter().position(|m| !m.is_object()) {
-        return Err(Error::in_file(path, format!("message {i} is not an object")).hint("each message is {\"role\": \"...\", \"content\": ...}"));
+        return Err(
+            Error::in_file(path, format!("message {i} is not an object"))
+                .hint("each message is {\"role\": \"...\", \"content\": ...}"),
+        );
     }
     Ok((messages, tools, documents))
 }
@@ -46,7 +57,11 @@ impl RenderOutput {
             out["ids"] = json!(enc.get_ids());
             out["tokens"] = json!(enc.get_tokens());
         }
-        out["assistant_spans"] = json!(self.assistant_spans.iter().map(|(s, e)| [s, e]).collect::<Vec<_>>());
+        out["assistant_spans"] = json!(self
+            .assistant_spans
+            .iter()
+            .map(|(s, e)| [s, e])
+            .collect::<Vec<_>>());
         out
     }
 
@@ -57,8 +72,15 @@ impl RenderOutput {
         }
         match (&self.encoding, &self.tokenizer) {
             (Some(enc), Some(t)) => {
-                out.push_str(&format!("── {} tokens (add_special_tokens=false):\n", enc.get_ids().len()));
-                let view: Vec<String> = enc.get_ids().iter().map(|&id| format!("{id}:{:?}", t.decode(&[id], false).unwrap_or_default())).collect();
+                out.push_str(&format!(
+                    "── {} tokens (add_special_tokens=false):\n",
+                    enc.get_ids().len()
+                ));
+                let view: Vec<String> = enc
+                    .get_ids()
+                    .iter()
+                    .map(|&id| format!("{id}:{:?}", t.decode(&[id], false).unwrap_or_default()))
+                    .collect();
                 out.push_str(&view.join(" "));
                 out.push('\n');
             }
@@ -73,17 +95,25 @@ pub fn render(a: &RenderArgs) -> Result<RenderOutput> {
     let model = a.model.as_deref().map(ModelDir::open).transpose()?;
     let (messages, tools, documents) = read_conversation(&a.messages)?;
     let (source, origin) = match (&a.template, &model) {
-        (Some(path), _) => (crate::error::read_to_string(path)?, path.display().to_string()),
+        (Some(path), _) => (
+            crate::error::read_to_string(path)?,
+            path.display().to_string(),
+        ),
         (None, Some(m)) => {
             let t = m.templates.select(tools.is_some()).ok_or_else(|| {
-                Error::in_file(&m.root, "the model ships no chat template").hint("pass one with --template FILE.jinja")
+                Error::in_file(&m.root, "the model ships no chat template")
+                    .hint("pass one with --template FILE.jinja")
             })?;
             (t.text.clone(), m.root.join(&t.origin).display().to_string())
         }
         (None, None) => return Err(Error::input("give --model DIR or --template FILE.jinja")),
     };
-    let template = ChatTemplate::new(&source).map_err(|e| Error::in_file(&origin, e.to_string()))?;
-    let mut special = model.as_ref().map(|m| m.special_tokens()).unwrap_or_default();
+    let template =
+        ChatTemplate::new(&source).map_err(|e| Error::in_file(&origin, e.to_string()))?;
+    let mut special = model
+        .as_ref()
+        .map(|m| m.special_tokens())
+        .unwrap_or_default();
     if a.bos_token.is_some() {
         special.bos_token = a.bos_token.clone();
     }
@@ -103,16 +133,28 @@ pub fn render(a: &RenderArgs) -> Result<RenderOutput> {
         .map_err(|e| Error::in_file(&origin, e.to_string()))?;
     let tokenizer = model.and_then(|m| m.tokenizer).map(|t| t.tokenizer);
     let encoding = match &tokenizer {
-        Some(t) => Some(t.encode(rendered.text.as_str(), false).map_err(|e| Error::input(format!("the tokenizer failed: {e}")))?),
+        Some(t) => Some(
+            t.encode(rendered.text.as_str(), false)
+                .map_err(|e| Error::input(format!("the tokenizer failed: {e}")))?,
+        ),
         None => None,
     };
-    Ok(RenderOutput { text: rendered.text, origin, encoding, assistant_spans: rendered.assistant_spans, tokenizer })
+    Ok(RenderOutput {
+        text: rendered.text,
+        origin,
+        encoding,
+        assistant_spans: rendered.assistant_spans,
+        tokenizer,
+    })
 }
 
 pub fn run(a: RenderArgs) -> Result<i32> {
     let out = render(&a)?;
     match a.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&out.to_json()).unwrap_or_default()),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&out.to_json()).unwrap_or_default()
+        ),
         Format::Text => print!("{}", out.to_text()),
     }
     Ok(0)

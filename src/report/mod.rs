@@ -42,7 +42,12 @@ pub fn terminal(title: &str, findings: &Findings, colour: bool) -> String {
             current = Some(f.boundary);
             out.push_str(&format!("\n{}\n", p.on("1", f.boundary.name())));
         }
-        out.push_str(&format!("  {} {:<34} {}\n", mark(f.severity, &p), f.check, f.message));
+        out.push_str(&format!(
+            "  {} {:<34} {}\n",
+            mark(f.severity, &p),
+            f.check,
+            f.message
+        ));
         if f.severity != Severity::Pass {
             for (k, v) in &f.evidence {
                 out.push_str(&format!("        {}: {}\n", p.on("2", k), v));
@@ -57,10 +62,21 @@ pub fn terminal(title: &str, findings: &Findings, colour: bool) -> String {
 
 fn verdict_line(findings: &Findings, p: &Paint) -> String {
     let count = |s| findings.0.iter().filter(|f| f.severity == s).count();
-    let tally = format!("{} ok, {} info, {} warnings, {} errors", count(Severity::Pass), count(Severity::Info), count(Severity::Warning), count(Severity::Error));
+    let tally = format!(
+        "{} ok, {} info, {} warnings, {} errors",
+        count(Severity::Pass),
+        count(Severity::Info),
+        count(Severity::Warning),
+        count(Severity::Error)
+    );
     match findings.first_broken() {
         None => format!("{} ({tally})", p.on("1;32", "PASS")),
-        Some(f) => format!("{} — first broken boundary: {} ({}) ({tally})", p.on("1;31", "FAIL"), f.boundary.name(), f.check),
+        Some(f) => format!(
+            "{} — first broken boundary: {} ({}) ({tally})",
+            p.on("1;31", "FAIL"),
+            f.boundary.name(),
+            f.check
+        ),
     }
 }
 

@@ -23,11 +23,9 @@ fn close_re() -> &'static Regex {
     RE.get_or_init(|| Regex::new(r"\{%([-+]?)\s*endgeneration\s*([-+]?)%\}").expect("static regex"))
 }
 
-/// transformers' own check for the tag (`re.search(r"\{\%-?\s*generation\s*-?\%\}", template)`).
+/// Whether the source has a `{% generation %}` tag (with any `-`/`+` whitespace markers).
 pub fn has_generation_tags(source: &str) -> bool {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| Regex::new(r"\{%-?\s*generation\s*-?%\}").expect("static regex"))
-        .is_match(source)
+    open_re().is_match(source)
 }
 
 /// Rewrites the generation tags into filter blocks.
@@ -36,7 +34,9 @@ pub fn rewrite(source: &str) -> String {
         format!("{{%{} filter {} {}%}}", &c[1], GENERATION_FILTER, &c[2])
     });
     close_re()
-        .replace_all(&opened, |c: &regex::Captures<'_>| format!("{{%{} endfilter {}%}}", &c[1], &c[2]))
+        .replace_all(&opened, |c: &regex::Captures<'_>| {
+            format!("{{%{} endfilter {}%}}", &c[1], &c[2])
+        })
         .into_owned()
 }
 

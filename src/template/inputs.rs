@@ -33,7 +33,11 @@ pub fn drop_none_keys(messages: &[Json]) -> Result<Vec<Map<String, Json>>, Templ
     messages
         .iter()
         .map(|m| match m {
-            Json::Object(map) => Ok(map.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect()),
+            Json::Object(map) => Ok(map
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()),
             other => Err(input(format!(
                 "Chat messages should be dicts, dataclasses or pydantic models, but got {}.",
                 json_repr(other)
@@ -86,8 +90,12 @@ pub fn check_tools(tools: &Option<Json>) -> Result<Option<Json>, TemplateError> 
 pub fn check_documents(documents: &Option<Json>) -> Result<Option<Json>, TemplateError> {
     match documents {
         None | Some(Json::Null) => Ok(None),
-        Some(Json::Array(items)) if items.iter().all(Json::is_object) => Ok(Some(Json::Array(items.clone()))),
-        Some(_) => Err(input("Documents should be a list of dicts with 'title' and 'text' keys!")),
+        Some(Json::Array(items)) if items.iter().all(Json::is_object) => {
+            Ok(Some(Json::Array(items.clone())))
+        }
+        Some(_) => Err(input(
+            "Documents should be a list of dicts with 'title' and 'text' keys!",
+        )),
     }
 }
 
@@ -105,10 +113,15 @@ fn json_type(v: &Json) -> &'static str {
 
 /// Appends the continuation tag to the final message, as transformers does for
 /// `continue_final_message=True` (field `"content"`). Returns the text to look for afterwards.
-pub fn tag_final_message(chat: &mut [Map<String, Json>], template_source: &str) -> Result<String, TemplateError> {
+pub fn tag_final_message(
+    chat: &mut [Map<String, Json>],
+    template_source: &str,
+) -> Result<String, TemplateError> {
     let field = "content";
     let Some(last) = chat.last_mut() else {
-        return Err(input("continue_final_message is set but the conversation is empty!"));
+        return Err(input(
+            "continue_final_message is set but the conversation is empty!",
+        ));
     };
     let Some(final_message) = last.get_mut(field) else {
         return Err(input(format!(
@@ -153,7 +166,9 @@ pub fn tag_final_message(chat: &mut [Map<String, Json>], template_source: &str) 
                         "unsupported operand type(s) for +: '{}' and 'str'",
                         json_type(other)
                     ))),
-                    None => Err(input("continue_final_message could not find the text block")),
+                    None => Err(input(
+                        "continue_final_message could not find the text block",
+                    )),
                 };
             }
             Err(input(
@@ -206,18 +221,24 @@ mod tests {
 
     #[test]
     fn aliasing_order_and_precedence() {
-        let m = alias_reasoning_fields(obj(json!({"role": "assistant", "reasoning": "r", "content": "c"})));
+        let m = alias_reasoning_fields(obj(
+            json!({"role": "assistant", "reasoning": "r", "content": "c"}),
+        ));
         assert_eq!(
             Json::Object(m).to_string(),
             json!({"thinking": "r", "role": "assistant", "reasoning": "r", "content": "c", "reasoning_content": "r"})
                 .to_string()
         );
-        let m = alias_reasoning_fields(obj(json!({"thinking": "t", "role": "a", "reasoning_content": "rc"})));
+        let m = alias_reasoning_fields(obj(
+            json!({"thinking": "t", "role": "a", "reasoning_content": "rc"}),
+        ));
         assert_eq!(
             Json::Object(m).to_string(),
             json!({"thinking": "t", "role": "a", "reasoning_content": "rc"}).to_string()
         );
-        let m = alias_reasoning_fields(obj(json!({"role": "a", "reasoning_content": "", "thinking": "t"})));
+        let m = alias_reasoning_fields(obj(
+            json!({"role": "a", "reasoning_content": "", "thinking": "t"}),
+        ));
         assert_eq!(
             Json::Object(m).to_string(),
             json!({"thinking": "t", "role": "a", "reasoning_content": ""}).to_string()
@@ -226,8 +247,14 @@ mod tests {
 
     #[test]
     fn cut_keeps_or_strips() {
-        assert_eq!(cut_at_tag("A: hi CONTINUE_FINAL_MESSAGE_TAG </s>", "hi").unwrap(), "A: hi ");
-        assert_eq!(cut_at_tag("A: hi CONTINUE_FINAL_MESSAGE_TAG</s>", "hi").unwrap(), "A: hi");
+        assert_eq!(
+            cut_at_tag("A: hi CONTINUE_FINAL_MESSAGE_TAG </s>", "hi").unwrap(),
+            "A: hi "
+        );
+        assert_eq!(
+            cut_at_tag("A: hi CONTINUE_FINAL_MESSAGE_TAG</s>", "hi").unwrap(),
+            "A: hi"
+        );
         assert!(cut_at_tag("A: </s>", "hi").is_err());
     }
 }

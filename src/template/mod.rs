@@ -8,26 +8,33 @@
 //!   no autoescape, `raise_exception`, `strftime_now`, v5 `dict`/`namespace`, jinja2 filter and
 //!   test semantics where minijinja differs), Python `str()` printing of every value;
 //! - `tojson`: `json.dumps` with transformers' keyword arguments;
-//! - `pymethods`: Python `str`/`dict`/`list` methods;
-//! - `generation`: `{% generation %}` rewritten to a filter block that records offsets;
+//! - `pymethods` / `pyformat`: Python `str`/`dict`/`list` methods, `str.format`;
+//! - `rewrite` + `pyops`: the template's `+ * % ~` and `for … in` are routed to Python semantics
+//!   (markupsafe escaping on `'…'|safe + x`, printf `%`, iterating `None` fails); filters and
+//!   tests jinja2 lacks are refused like jinja2 does;
+//! - `generation`: `{% generation %}` rewritten to a filter block that records offsets exactly
+//!   as transformers' `AssistantTracker` does;
 //! - `inputs`: v5 preprocessing (None-dropping, reasoning aliasing) and `continue_final_message`;
-//! - bounded by fuel, recursion depth and output size.
+//! - bounded by fuel, recursion depth and output/string sizes.
 use serde_json::{Map, Value};
 
 mod env;
 mod generation;
 mod inputs;
+mod pyformat;
 mod pymethods;
+mod pyops;
 mod pyprintable;
 mod pyrepr;
+mod rewrite;
 mod strftime;
 mod tojson;
 mod values;
 
+/// Whether a template source contains `{% generation %}` tags (any whitespace-control form).
 pub use generation::has_generation_tags as source_has_generation_tags;
-pub use pyrepr::{float_repr as python_float_repr, py_str as python_str};
-pub use strftime::py_strftime as python_strftime;
-pub use tojson::{dumps as python_json_dumps, JsonOptions};
+/// Python's `repr(float)` (`1e-05`, `2.0`, `1e+16`), as templates print floats.
+pub use pyrepr::float_repr as python_float_repr;
 
 /// The named special tokens transformers 5 passes to every template
 /// (`special_tokens_map`: bos, eos, unk, sep, pad, cls, mask — no additional_special_tokens).
@@ -52,7 +59,11 @@ pub struct RenderLimits {
 
 impl Default for RenderLimits {
     fn default() -> Self {
-        RenderLimits { fuel: 5_000_000, max_recursion: 200, max_output_bytes: 16 << 20 }
+        RenderLimits {
+            fuel: 5_000_000,
+            max_recursion: 200,
+            max_output_bytes: 16 << 20,
+        }
     }
 }
 
@@ -152,8 +163,27 @@ impl ChatTemplate {
     }
     pub fn with_limits(source: &str, limits: RenderLimits) -> Result<Self, TemplateError> {
         let mut env = env::build(&limits).map_err(|e| syntax_error(&e))?;
-        let rewritten = generation::rewrite(source);
-        env.add_template_owned(TEMPLATE_NAME, rewritten).map_err(|e| syntax_error(&e))?;
+        // jinja2's lexer turns every "\r\n" and "\r" of the source into "\n" before anything else.
+        let normalized = source.replace("\r\n", "\n").replace('\r', "\n");
+        let with_generation = generation::rewrite(&normalized);
+        // Python semantics for literals, filter names and operators; a parse failure is the
+        // template's own syntax error.
+        let syntax = env.syntax().clone();
+        let with_generation = rewrite::normalize_string_escapes(&with_generation, &syntax);
+        rewrite::check_filter_and_test_names(&with_generation, TEMPLATE_NAME, &syntax)
+            .map_err(TemplateError::Syntax)?;
+        let operators = rewrite::rewrite_operators(&with_generation, TEMPLATE_NAME, &syntax)
+            .map_err(|e| syntax_error(&e))?;
+        // If the rewritten source ever failed to compile, the original still renders, only
+        // without the Python operator semantics.
+        let compiled = match operators {
+            Some(rewritten) => env.add_template_owned(TEMPLATE_NAME, rewritten).is_ok(),
+            None => false,
+        };
+        if !compiled {
+            env.add_template_owned(TEMPLATE_NAME, with_generation)
+                .map_err(|e| syntax_error(&e))?;
+        }
         Ok(ChatTemplate {
             source: source.to_string(),
             env,
@@ -177,21 +207,28 @@ impl ChatTemplate {
         if req.continue_final_message && req.add_generation_prompt {
             return Err(TemplateError::Input(inputs::CFM_WITH_AGP.into()));
         }
-        if let Some(key) = inputs::RESERVED.iter().find(|k| req.extra.contains_key(**k)) {
+        if let Some(key) = inputs::RESERVED
+            .iter()
+            .find(|k| req.extra.contains_key(**k))
+        {
             return Err(TemplateError::Input(format!(
                 "render() got multiple values for keyword argument '{key}'"
             )));
         }
         let tools = inputs::check_tools(&req.tools)?;
         let documents = inputs::check_documents(&req.documents)?;
-        let mut chat: Vec<Map<String, Value>> = chat.into_iter().map(inputs::alias_reasoning_fields).collect();
+        let mut chat: Vec<Map<String, Value>> = chat
+            .into_iter()
+            .map(inputs::alias_reasoning_fields)
+            .collect();
         let final_message = if req.continue_final_message {
             Some(inputs::tag_final_message(&mut chat, &self.source)?)
         } else {
             None
         };
 
-        let mut ctx: indexmap::IndexMap<minijinja::Value, minijinja::Value> = indexmap::IndexMap::new();
+        let mut ctx: indexmap::IndexMap<minijinja::Value, minijinja::Value> =
+            indexmap::IndexMap::new();
         let special = &req.special_tokens;
         for (name, tok) in [
             ("bos_token", &special.bos_token),
@@ -210,16 +247,34 @@ impl ChatTemplate {
             ctx.insert(k.as_str().into(), values::from_json(v));
         }
         let messages: Vec<Value> = chat.into_iter().map(Value::Object).collect();
-        ctx.insert("messages".into(), values::from_json(&Value::Array(messages)));
+        ctx.insert(
+            "messages".into(),
+            values::from_json(&Value::Array(messages)),
+        );
         let none = minijinja::Value::from(());
-        ctx.insert("tools".into(), tools.as_ref().map(values::from_json).unwrap_or_else(|| none.clone()));
-        ctx.insert("documents".into(), documents.as_ref().map(values::from_json).unwrap_or(none));
-        ctx.insert("add_generation_prompt".into(), req.add_generation_prompt.into());
+        ctx.insert(
+            "tools".into(),
+            tools
+                .as_ref()
+                .map(values::from_json)
+                .unwrap_or_else(|| none.clone()),
+        );
+        ctx.insert(
+            "documents".into(),
+            documents.as_ref().map(values::from_json).unwrap_or(none),
+        );
+        ctx.insert(
+            "add_generation_prompt".into(),
+            req.add_generation_prompt.into(),
+        );
         let ctx = minijinja::Value::from_object(values::PyDict(ctx));
 
         let (text, spans) = self.render_value(ctx)?;
         match final_message {
-            None => Ok(Rendered { text, assistant_spans: spans }),
+            None => Ok(Rendered {
+                text,
+                assistant_spans: spans,
+            }),
             Some(final_message) => {
                 let text = inputs::cut_at_tag(&text, &final_message)?;
                 let len = text.chars().count();
@@ -228,14 +283,23 @@ impl ChatTemplate {
                     .filter(|(start, _)| *start < len)
                     .map(|(start, end)| (start, end.min(len)))
                     .collect();
-                Ok(Rendered { text, assistant_spans })
+                Ok(Rendered {
+                    text,
+                    assistant_spans,
+                })
             }
         }
     }
 
     /// Renders with a prepared context, mapping failures to [`TemplateError`].
-    fn render_value(&self, ctx: minijinja::Value) -> Result<(String, Vec<(usize, usize)>), TemplateError> {
-        let tmpl = self.env.get_template(TEMPLATE_NAME).map_err(|e| syntax_error(&e))?;
+    fn render_value(
+        &self,
+        ctx: minijinja::Value,
+    ) -> Result<(String, Vec<(usize, usize)>), TemplateError> {
+        let tmpl = self
+            .env
+            .get_template(TEMPLATE_NAME)
+            .map_err(|e| syntax_error(&e))?;
         let guard = env::RenderStateGuard::install(&self.limits);
         let mut out = env::LimitedWriter { buf: Vec::new() };
         let result = tmpl.render_captured_to(ctx, &mut out).map(|_| ());
@@ -267,25 +331,46 @@ impl ChatTemplate {
             .get_template(TEMPLATE_NAME)
             .map(|t| t.undeclared_variables(false).contains("tools"))
             .unwrap_or(false);
-        let generation_prompt = match (probe(vec![msg("user", "hi")], true), probe(vec![msg("user", "hi")], false)) {
-            (Ok(with), Ok(without)) => with.text.strip_prefix(without.text.as_str()).map(str::to_string),
+        let generation_prompt = match (
+            probe(vec![msg("user", "hi")], true),
+            probe(vec![msg("user", "hi")], false),
+        ) {
+            (Ok(with), Ok(without)) => with
+                .text
+                .strip_prefix(without.text.as_str())
+                .map(str::to_string),
             _ => None,
         };
-        Capabilities { system_role, tools, generation_tags: self.has_generation, generation_prompt }
+        Capabilities {
+            system_role,
+            tools,
+            generation_tags: self.has_generation,
+            generation_prompt,
+        }
     }
 }
 
 /// Maps a minijinja failure to the error kinds of this module.
-fn classify_error(e: &minijinja::Error, state: &env::RenderState, limits: &RenderLimits) -> TemplateError {
+fn classify_error(
+    e: &minijinja::Error,
+    state: &env::RenderState,
+    limits: &RenderLimits,
+) -> TemplateError {
     if let Some(limit) = &state.limit {
         return TemplateError::Limit(limit.clone());
     }
     if e.kind() == minijinja::ErrorKind::OutOfFuel {
-        return TemplateError::Limit(format!("template ran out of fuel ({} instructions)", limits.fuel));
+        return TemplateError::Limit(format!(
+            "template ran out of fuel ({} instructions)",
+            limits.fuel
+        ));
     }
     let detail = e.detail().unwrap_or_default();
     if detail.contains("recursion limit exceeded") {
-        return TemplateError::Limit(format!("recursion limit ({}) exceeded", limits.max_recursion));
+        return TemplateError::Limit(format!(
+            "recursion limit ({}) exceeded",
+            limits.max_recursion
+        ));
     }
     if let Some(msg) = &state.raised {
         return TemplateError::Raised(msg.clone());

@@ -7,12 +7,12 @@
 use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Error, ErrorKind, State};
 
-use super::pyrepr::{is_printable, py_str};
+use super::pyrepr::is_printable;
 use super::tojson::{py_type_name, split_kwargs};
 use super::values::{PyDict, PyList};
 
 /// Largest string a padding method may build (same bound minijinja puts on `'x' * n`).
-const MAX_PADDED_LEN: usize = 100_000_000;
+const MAX_PADDED_LEN: usize = 10_000_000;
 
 fn err(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidOperation, msg.into())
@@ -27,7 +27,15 @@ pub fn is_py_space(c: char) -> bool {
 fn is_line_break(c: char) -> bool {
     matches!(
         c,
-        '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+        '\n' | '\r'
+            | '\u{b}'
+            | '\u{c}'
+            | '\u{1c}'
+            | '\u{1d}'
+            | '\u{1e}'
+            | '\u{85}'
+            | '\u{2028}'
+            | '\u{2029}'
     )
 }
 
@@ -48,7 +56,12 @@ pub fn py_strip<'a>(s: &'a str, chars: Option<&str>, left: bool, right: bool) ->
 }
 
 /// Binds positional and keyword arguments to parameter names, like a Python signature.
-fn bind(method: &str, args: &[Value], names: &[&str], required: usize) -> Result<Vec<Option<Value>>, Error> {
+fn bind(
+    method: &str,
+    args: &[Value],
+    names: &[&str],
+    required: usize,
+) -> Result<Vec<Option<Value>>, Error> {
     let (positional, kwargs) = split_kwargs(args)?;
     if positional.len() > names.len() {
         return Err(err(format!(
@@ -65,30 +78,53 @@ fn bind(method: &str, args: &[Value], names: &[&str], required: usize) -> Result
         bind_kwargs(method, &kwargs, names, &mut slots)?;
     }
     if let Some(missing) = slots.iter().take(required).position(|s| s.is_none()) {
-        return Err(err(format!("{method}() missing required argument '{}'", names[missing])));
+        return Err(err(format!(
+            "{method}() missing required argument '{}'",
+            names[missing]
+        )));
     }
     Ok(slots)
 }
 
-fn bind_kwargs(method: &str, kwargs: &Kwargs, names: &[&str], slots: &mut [Option<Value>]) -> Result<(), Error> {
+fn bind_kwargs(
+    method: &str,
+    kwargs: &Kwargs,
+    names: &[&str],
+    slots: &mut [Option<Value>],
+) -> Result<(), Error> {
     for name in kwargs.args() {
         match names.iter().position(|n| *n == name) {
             Some(i) if slots[i].is_none() => slots[i] = Some(kwargs.peek::<Value>(name)?),
-            Some(_) => return Err(err(format!("{method}() got multiple values for argument '{name}'"))),
-            None => return Err(err(format!("{method}() got an unexpected keyword argument '{name}'"))),
+            Some(_) => {
+                return Err(err(format!(
+                    "{method}() got multiple values for argument '{name}'"
+                )))
+            }
+            None => {
+                return Err(err(format!(
+                    "{method}() got an unexpected keyword argument '{name}'"
+                )))
+            }
         }
     }
     Ok(())
 }
 
 /// A string argument (`None` allowed when `allow_none`).
-fn opt_str<'a>(method: &str, v: &'a Option<Value>, allow_none: bool) -> Result<Option<&'a str>, Error> {
+fn opt_str<'a>(
+    method: &str,
+    v: &'a Option<Value>,
+    allow_none: bool,
+) -> Result<Option<&'a str>, Error> {
     match v {
         None => Ok(None),
         Some(v) if allow_none && v.is_none() => Ok(None),
         Some(v) => match v.as_str() {
             Some(s) if v.kind() == ValueKind::String => Ok(Some(s)),
-            _ => Err(err(format!("{method}() argument must be str, not {}", py_type_name(v)))),
+            _ => Err(err(format!(
+                "{method}() argument must be str, not {}",
+                py_type_name(v)
+            ))),
         },
     }
 }
@@ -103,9 +139,11 @@ fn opt_int(method: &str, v: &Option<Value>) -> Result<Option<i64>, Error> {
         None => Ok(None),
         Some(v) if v.is_none() => Ok(None),
         Some(v) if v.kind() == ValueKind::Bool => Ok(Some(i64::from(v.is_true()))),
-        Some(v) if v.is_integer() => i64::try_from(v.clone())
-            .map(Some)
-            .map_err(|_| err(format!("{method}(): Python int too large to convert to C ssize_t"))),
+        Some(v) if v.is_integer() => i64::try_from(v.clone()).map(Some).map_err(|_| {
+            err(format!(
+                "{method}(): Python int too large to convert to C ssize_t"
+            ))
+        }),
         Some(v) => Err(err(format!(
             "'{}' object cannot be interpreted as an integer",
             py_type_name(v)
@@ -117,7 +155,10 @@ fn no_args(method: &str, args: &[Value]) -> Result<(), Error> {
     if args.is_empty() {
         Ok(())
     } else {
-        Err(err(format!("{method}() takes no arguments ({} given)", args.len())))
+        Err(err(format!(
+            "{method}() takes no arguments ({} given)",
+            args.len()
+        )))
     }
 }
 
@@ -145,16 +186,22 @@ fn find_in(hay: &[char], needle: &[char], start: i64, end: i64, reverse: bool) -
     }
     let positions = 0..=(window.len() - needle.len());
     let hit = if reverse {
-        positions.rev().find(|&i| window[i..i + needle.len()] == *needle)
+        positions
+            .rev()
+            .find(|&i| window[i..i + needle.len()] == *needle)
     } else {
-        positions.clone().find(|&i| window[i..i + needle.len()] == *needle)
+        positions
+            .clone()
+            .find(|&i| window[i..i + needle.len()] == *needle)
     };
     hit.map(|i| (i + start) as i64).unwrap_or(-1)
 }
 
 fn check_width(width: i64) -> Result<usize, Error> {
     if width > MAX_PADDED_LEN as i64 {
-        return Err(err("padded string is too large"));
+        return Err(super::env::limit_error(
+            "a string method built a string over 10,000,000 characters",
+        ));
     }
     Ok(width.max(0) as usize)
 }
@@ -185,11 +232,12 @@ pub fn py_pad(method: &str, s: &str, width: i64, fill: char) -> Result<String, E
         "ljust" => 0,
         _ => marg,
     };
-    let mut out = String::with_capacity(s.len() + marg * fill.len_utf8());
-    out.extend(std::iter::repeat_n(fill, left));
-    out.push_str(s);
-    out.extend(std::iter::repeat_n(fill, marg - left));
-    Ok(out)
+    let fill = fill.to_string();
+    Ok(format!(
+        "{}{s}{}",
+        fill.repeat(left),
+        fill.repeat(marg - left)
+    ))
 }
 
 fn upper_str(c: char) -> String {
@@ -340,7 +388,14 @@ pub fn py_splitlines(s: &str, keepends: bool) -> Vec<String> {
                     end += 1;
                 }
             }
-            out.push(if keepends { &s[line_start..end] } else { &s[line_start..idx] }.to_string());
+            out.push(
+                if keepends {
+                    &s[line_start..end]
+                } else {
+                    &s[line_start..idx]
+                }
+                .to_string(),
+            );
             line_start = end;
         }
     }
@@ -404,10 +459,14 @@ fn prefix_matches(
 }
 
 fn tuple3(a: &str, b: &str, c: &str) -> Value {
-    Value::from(minijinja::value::Tuple::from([Value::from(a), Value::from(b), Value::from(c)]))
+    Value::from(minijinja::value::Tuple::from([
+        Value::from(a),
+        Value::from(b),
+        Value::from(c),
+    ]))
 }
 
-fn string_method(state: &mut State, value: &Value, s: &str, method: &str, args: &[Value]) -> Result<Value, Error> {
+fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Value, Error> {
     let b = |names: &[&str], required: usize| bind(method, args, names, required);
     Ok(match method {
         "strip" | "lstrip" | "rstrip" => {
@@ -419,7 +478,11 @@ fn string_method(state: &mut State, value: &Value, s: &str, method: &str, args: 
             let a = b(&["sep", "maxsplit"], 0)?;
             let sep = opt_str(method, &a[0], true)?;
             let maxsplit = opt_int(method, &a[1])?.unwrap_or(-1);
-            str_list(if method == "split" { py_split(s, sep, maxsplit)? } else { py_rsplit(s, sep, maxsplit)? })
+            str_list(if method == "split" {
+                py_split(s, sep, maxsplit)?
+            } else {
+                py_rsplit(s, sep, maxsplit)?
+            })
         }
         "splitlines" => {
             let a = b(&["keepends"], 0)?;
@@ -431,18 +494,35 @@ fn string_method(state: &mut State, value: &Value, s: &str, method: &str, args: 
             let start = opt_int(method, &a[1])?;
             let end = opt_int(method, &a[2])?;
             let arg = a[0].clone().unwrap_or_default();
-            Value::from(prefix_matches(method, s, &arg, start, end, method == "endswith")?)
+            Value::from(prefix_matches(
+                method,
+                s,
+                &arg,
+                start,
+                end,
+                method == "endswith",
+            )?)
         }
         "replace" => {
             let a = b(&["old", "new", "count"], 2)?;
             let old = req_str(method, &a[0])?;
             let new = req_str(method, &a[1])?;
             let count = opt_int(method, &a[2])?.unwrap_or(-1);
-            let estimate = if old.is_empty() { s.chars().count() + 1 } else { s.matches(old).count() };
+            let estimate = if old.is_empty() {
+                s.chars().count() + 1
+            } else {
+                s.matches(old).count()
+            };
             if new.len().saturating_mul(estimate) > MAX_PADDED_LEN {
-                return Err(err("replaced string is too large"));
+                return Err(super::env::limit_error(
+                    "str.replace built a string over 10,000,000 bytes",
+                ));
             }
-            Value::from(if count < 0 { s.replace(old, new) } else { s.replacen(old, new, count as usize) })
+            Value::from(if count < 0 {
+                s.replace(old, new)
+            } else {
+                s.replacen(old, new, count as usize)
+            })
         }
         "lower" => {
             no_args(method, args)?;
@@ -485,7 +565,8 @@ fn string_method(state: &mut State, value: &Value, s: &str, method: &str, args: 
             let sub = req_str(method, &a[0])?;
             let hay = chars_of(s);
             let needle = chars_of(sub);
-            let (start, end) = slice_bounds(hay.len(), opt_int(method, &a[1])?, opt_int(method, &a[2])?);
+            let (start, end) =
+                slice_bounds(hay.len(), opt_int(method, &a[1])?, opt_int(method, &a[2])?);
             if method == "count" {
                 if end - start < needle.len() as i64 || start > hay.len() as i64 {
                     return Ok(Value::from(0));
@@ -539,7 +620,11 @@ fn string_method(state: &mut State, value: &Value, s: &str, method: &str, args: 
             if sep.is_empty() {
                 return Err(err("empty separator"));
             }
-            let found = if method == "partition" { s.find(sep) } else { s.rfind(sep) };
+            let found = if method == "partition" {
+                s.find(sep)
+            } else {
+                s.rfind(sep)
+            };
             match found {
                 Some(idx) => tuple3(&s[..idx], sep, &s[idx + sep.len()..]),
                 None if method == "partition" => tuple3(s, "", ""),
@@ -603,24 +688,14 @@ fn string_method(state: &mut State, value: &Value, s: &str, method: &str, args: 
             }
             Value::from(out)
         }
-        "isspace" | "isdigit" | "isdecimal" | "isnumeric" | "isalpha" | "isalnum" | "isprintable"
-        | "isidentifier" | "isascii" | "islower" | "isupper" | "istitle" => {
+        "isspace" | "isdigit" | "isdecimal" | "isnumeric" | "isalpha" | "isalnum"
+        | "isprintable" | "isidentifier" | "isascii" | "islower" | "isupper" | "istitle" => {
             no_args(method, args)?;
             Value::from(str_predicate(method, s))
         }
         "format" => {
-            // Python str() of each argument (floats and containers as Python prints them).
-            let converted: Vec<Value> = args
-                .iter()
-                .map(|v| {
-                    if v.is_kwargs() || matches!(v.kind(), ValueKind::String | ValueKind::Number) {
-                        v.clone()
-                    } else {
-                        Value::from(py_str(v))
-                    }
-                })
-                .collect();
-            return minijinja_contrib::pycompat::unknown_method_callback(state, value, method, &converted);
+            let (positional, kwargs) = split_kwargs(args)?;
+            Value::from(super::pyformat::py_format(s, positional, kwargs.as_ref())?)
         }
         "encode" | "maketrans" | "translate" | "format_map" => {
             return Err(Error::new(
@@ -636,7 +711,11 @@ fn str_predicate(method: &str, s: &str) -> bool {
     let nonempty = !s.is_empty();
     match method {
         "isspace" => nonempty && s.chars().all(is_py_space),
-        "isdigit" | "isdecimal" => nonempty && s.chars().all(|c| c.is_ascii_digit() || (!c.is_ascii() && c.is_numeric())),
+        "isdigit" | "isdecimal" => {
+            nonempty
+                && s.chars()
+                    .all(|c| c.is_ascii_digit() || (!c.is_ascii() && c.is_numeric()))
+        }
         "isnumeric" => nonempty && s.chars().all(char::is_numeric),
         "isalpha" => nonempty && s.chars().all(char::is_alphabetic),
         "isalnum" => nonempty && s.chars().all(char::is_alphanumeric),
@@ -645,7 +724,9 @@ fn str_predicate(method: &str, s: &str) -> bool {
         "isidentifier" => {
             let mut chars = s.chars();
             match chars.next() {
-                Some(c) if c == '_' || c.is_alphabetic() => chars.all(|c| c == '_' || c.is_alphanumeric()),
+                Some(c) if c == '_' || c.is_alphabetic() => {
+                    chars.all(|c| c == '_' || c.is_alphanumeric())
+                }
                 _ => false,
             }
         }
@@ -676,9 +757,26 @@ fn str_predicate(method: &str, s: &str) -> bool {
     }
 }
 
-const DICT_MUTATORS: &[&str] = &["clear", "pop", "popitem", "setdefault", "update", "__setitem__", "__delitem__"];
+const DICT_MUTATORS: &[&str] = &[
+    "clear",
+    "pop",
+    "popitem",
+    "setdefault",
+    "update",
+    "__setitem__",
+    "__delitem__",
+];
 const LIST_MUTATORS: &[&str] = &[
-    "append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort", "__setitem__", "__delitem__",
+    "append",
+    "clear",
+    "extend",
+    "insert",
+    "pop",
+    "remove",
+    "reverse",
+    "sort",
+    "__setitem__",
+    "__delitem__",
 ];
 
 fn unsafe_attr(method: &str, kind: &str) -> Error {
@@ -689,11 +787,16 @@ fn unsafe_attr(method: &str, kind: &str) -> Error {
 }
 
 /// The unknown-method callback installed on the environment.
-pub fn unknown_method_callback(state: &mut State, value: &Value, method: &str, args: &[Value]) -> Result<Value, Error> {
+pub fn unknown_method_callback(
+    state: &mut State,
+    value: &Value,
+    method: &str,
+    args: &[Value],
+) -> Result<Value, Error> {
     match value.kind() {
         ValueKind::String => {
             let s = value.as_str().unwrap_or_default().to_string();
-            string_method(state, value, &s, method, args)
+            string_method(&s, method, args)
         }
         ValueKind::Map => {
             if DICT_MUTATORS.contains(&method) {
@@ -712,31 +815,45 @@ pub fn unknown_method_callback(state: &mut State, value: &Value, method: &str, a
                     let found = value.as_object().and_then(|o| o.get_value(&key));
                     Ok(found.unwrap_or_else(|| a[1].clone().unwrap_or_else(|| Value::from(()))))
                 }
-                _ => minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args),
+                _ => {
+                    minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
+                }
             }
         }
         ValueKind::Seq => {
             if LIST_MUTATORS.contains(&method) {
-                return Err(unsafe_attr(method, if value.is_tuple() { "tuple" } else { "list" }));
+                return Err(unsafe_attr(
+                    method,
+                    if value.is_tuple() { "tuple" } else { "list" },
+                ));
             }
             match method {
                 "index" => {
                     let a = bind(method, args, &["value", "start", "end"], 1)?;
                     let needle = a[0].clone().unwrap_or_default();
                     let items: Vec<Value> = value.try_iter()?.collect();
-                    let (start, end) = slice_bounds(items.len(), opt_int(method, &a[1])?, opt_int(method, &a[2])?);
+                    let (start, end) = slice_bounds(
+                        items.len(),
+                        opt_int(method, &a[1])?,
+                        opt_int(method, &a[2])?,
+                    );
                     for i in start.max(0)..end {
                         if items[i as usize] == needle {
                             return Ok(Value::from(i));
                         }
                     }
-                    Err(err(format!("{} is not in list", super::pyrepr::py_repr(&needle))))
+                    Err(err(format!(
+                        "{} is not in list",
+                        super::pyrepr::py_repr(&needle)
+                    )))
                 }
                 "copy" => {
                     no_args(method, args)?;
                     Ok(Value::from_object(PyList(value.try_iter()?.collect())))
                 }
-                _ => minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args),
+                _ => {
+                    minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
+                }
             }
         }
         _ => Err(Error::from(ErrorKind::UnknownMethod)),
@@ -749,20 +866,38 @@ mod tests {
 
     #[test]
     fn split_like_python() {
-        assert_eq!(py_split("  a b  c  ", None, -1).unwrap(), vec!["a", "b", "c"]);
-        assert_eq!(py_split("  a b  c  ", None, 1).unwrap(), vec!["a", "b  c  "]);
-        assert_eq!(py_rsplit("  a b  c  ", None, 1).unwrap(), vec!["  a b", "c"]);
-        assert_eq!(py_split("a,b,,c", Some(","), -1).unwrap(), vec!["a", "b", "", "c"]);
+        assert_eq!(
+            py_split("  a b  c  ", None, -1).unwrap(),
+            vec!["a", "b", "c"]
+        );
+        assert_eq!(
+            py_split("  a b  c  ", None, 1).unwrap(),
+            vec!["a", "b  c  "]
+        );
+        assert_eq!(
+            py_rsplit("  a b  c  ", None, 1).unwrap(),
+            vec!["  a b", "c"]
+        );
+        assert_eq!(
+            py_split("a,b,,c", Some(","), -1).unwrap(),
+            vec!["a", "b", "", "c"]
+        );
         assert_eq!(py_rsplit("a/b/c", Some("/"), 1).unwrap(), vec!["a/b", "c"]);
         assert_eq!(py_split("", None, -1).unwrap(), Vec::<String>::new());
         assert_eq!(py_split("", Some(","), -1).unwrap(), vec![""]);
-        assert_eq!(py_split("a\u{1c}b\u{85}c", None, -1).unwrap(), vec!["a", "b", "c"]);
+        assert_eq!(
+            py_split("a\u{1c}b\u{85}c", None, -1).unwrap(),
+            vec!["a", "b", "c"]
+        );
         assert!(py_split("x", Some(""), -1).is_err());
     }
 
     #[test]
     fn splitlines_like_python() {
-        assert_eq!(py_splitlines("a\u{b}b\nc\r\nd", false), vec!["a", "b", "c", "d"]);
+        assert_eq!(
+            py_splitlines("a\u{b}b\nc\r\nd", false),
+            vec!["a", "b", "c", "d"]
+        );
         assert_eq!(py_splitlines("a\n\nb\n", false), vec!["a", "", "b"]);
         assert_eq!(py_splitlines("a\r\nb\r", true), vec!["a\r\n", "b\r"]);
         assert_eq!(py_splitlines("", false), Vec::<String>::new());

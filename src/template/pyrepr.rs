@@ -83,7 +83,11 @@ pub fn is_printable(c: char) -> bool {
 
 /// Python `repr(str)`.
 pub fn repr_str_into(s: &str, out: &mut String) {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
     out.push(quote);
     for c in s.chars() {
         match c {
@@ -109,13 +113,6 @@ pub fn repr_str_into(s: &str, out: &mut String) {
         }
     }
     out.push(quote);
-}
-
-/// Python `repr(str)` as a new string.
-pub fn repr_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    repr_str_into(s, &mut out);
-    out
 }
 
 fn is_float(v: &Value) -> bool {
@@ -173,9 +170,12 @@ pub fn py_repr_into(v: &Value, out: &mut String, depth: usize) {
             return;
         }
     }
+    if v.is_undefined() {
+        // repr() of jinja2's Undefined
+        out.push_str("Undefined");
+        return;
+    }
     if let Some(s) = scalar_str(v) {
-        // jinja2's Undefined has an empty repr-free str; inside containers it cannot occur
-        // from JSON inputs, so printing it as '' is as good as anything.
         out.push_str(&s);
         return;
     }
@@ -239,6 +239,12 @@ pub fn py_repr_into(v: &Value, out: &mut String, depth: usize) {
 mod tests {
     use super::*;
 
+    fn repr_str(s: &str) -> String {
+        let mut out = String::new();
+        repr_str_into(s, &mut out);
+        out
+    }
+
     #[test]
     fn floats_like_python() {
         let cases: &[(f64, &str)] = &[
@@ -276,14 +282,22 @@ mod tests {
         assert_eq!(repr_str("it's"), "\"it's\"");
         assert_eq!(repr_str("a\"b'c"), "'a\"b\\'c'");
         assert_eq!(repr_str("tab\tnl\n\u{7f}\u{1}"), "'tab\\tnl\\n\\x7f\\x01'");
-        assert_eq!(repr_str("caf\u{e9} \u{a0}\u{200b}\u{1F916}"), "'caf\u{e9} \\xa0\\u200b\u{1F916}'");
+        assert_eq!(
+            repr_str("caf\u{e9} \u{a0}\u{200b}\u{1F916}"),
+            "'caf\u{e9} \\xa0\\u200b\u{1F916}'"
+        );
         assert_eq!(repr_str("\u{e000}\u{10fffd}"), "'\\ue000\\U0010fffd'");
     }
 
     #[test]
     fn containers_like_python() {
-        let v = Value::from_serialize(serde_json::json!({"a": "x", "q": "it's", "l": [1, 2.0, null, true]}));
-        assert_eq!(py_str(&v), "{'a': 'x', 'q': \"it's\", 'l': [1, 2.0, None, True]}");
+        let v = super::super::values::from_json(
+            &serde_json::json!({"a": "x", "q": "it's", "l": [1, 2.0, null, true]}),
+        );
+        assert_eq!(
+            py_str(&v),
+            "{'a': 'x', 'q': \"it's\", 'l': [1, 2.0, None, True]}"
+        );
         let t = Value::from(minijinja::value::Tuple::from([Value::from("a")]));
         assert_eq!(py_str(&t), "('a',)");
     }

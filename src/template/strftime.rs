@@ -5,9 +5,27 @@
 //! and `#` flags and field widths. Unknown directives are copied through unchanged.
 use chrono::{Datelike, NaiveDateTime, TimeZone, Timelike};
 
-const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+const DAYS: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
 const MONTHS: [&str; 12] = [
-    "January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
     "December",
 ];
 
@@ -151,7 +169,10 @@ pub fn py_strftime(dt: &NaiveDateTime, fmt: &str) -> String {
                     Some('-') => (width.unwrap_or(0), ' '),
                     Some('_') => (width.unwrap_or(default_width), ' '),
                     Some('0') => (width.unwrap_or(default_width), '0'),
-                    _ => (width.unwrap_or(default_width), if width.is_some() { '0' } else { default_pad }),
+                    _ => (
+                        width.unwrap_or(default_width),
+                        if width.is_some() { '0' } else { default_pad },
+                    ),
                 };
                 pad(&digits, w, padc, &mut out);
             }
@@ -217,7 +238,10 @@ mod tests {
             ("%h", "Mar"),
             ("%n%t", "\n\t"),
             ("%d %b %Y", "05 Mar 2026"),
-            ("%B %m %H %M %S %A %a %y %j %p", "March 03 07 08 09 Thursday Thu 26 064 AM"),
+            (
+                "%B %m %H %M %S %A %a %y %j %p",
+                "March 03 07 08 09 Thursday Thu 26 064 AM",
+            ),
         ];
         for (fmt, want) in cases {
             assert_eq!(py_strftime(&dt(), fmt), want, "format {fmt:?}");
@@ -230,7 +254,10 @@ mod tests {
             let before = chrono::Local::now().format(fmt).to_string();
             let got = strftime_now(fmt);
             let after = chrono::Local::now().format(fmt).to_string();
-            assert!(got == before || got == after, "{fmt}: {got} vs {before}/{after}");
+            assert!(
+                got == before || got == after,
+                "{fmt}: {got} vs {before}/{after}"
+            );
         }
     }
 }

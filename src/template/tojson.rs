@@ -2,8 +2,9 @@
 //! `json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)`.
 //!
 //! Python separators (`", "`/`": "`, or `","`/`": "` once `indent` is set), insertion order, raw
-//! non-ASCII unless `ensure_ascii`, lowercase `\uXXXX` escapes, Python float repr, no HTML
-//! escaping, and a safe (never re-escaped) result.
+//! non-ASCII unless `ensure_ascii`, lowercase `\uXXXX` escapes, Python float repr and no HTML
+//! escaping. The result is a plain string, not markup: transformers' filter returns
+//! `json.dumps(...)`, a `str`, so `'…'|safe + x|tojson` escapes it as markupsafe does.
 use std::fmt::Write as _;
 
 use minijinja::value::{Kwargs, Value, ValueKind};
@@ -26,7 +27,13 @@ impl JsonOptions {
     /// The defaults of `json.dumps` for the given indent.
     pub fn new(ensure_ascii: bool, indent: Option<String>, sort_keys: bool) -> JsonOptions {
         let item_separator = if indent.is_some() { "," } else { ", " }.to_string();
-        JsonOptions { ensure_ascii, indent, item_separator, key_separator: ": ".to_string(), sort_keys }
+        JsonOptions {
+            ensure_ascii,
+            indent,
+            item_separator,
+            key_separator: ": ".to_string(),
+            sort_keys,
+        }
     }
 }
 
@@ -82,12 +89,16 @@ pub fn tojson_filter(value: &Value, args: &[Value]) -> Result<Value, Error> {
             match NAMES.iter().position(|n| *n == name) {
                 Some(i) => {
                     if slots[i].is_some() {
-                        return Err(type_error(format!("tojson() got multiple values for argument '{name}'")));
+                        return Err(type_error(format!(
+                            "tojson() got multiple values for argument '{name}'"
+                        )));
                     }
                     slots[i] = Some(kwargs.peek::<Value>(name)?);
                 }
                 None => {
-                    return Err(type_error(format!("tojson() got an unexpected keyword argument '{name}'")));
+                    return Err(type_error(format!(
+                        "tojson() got an unexpected keyword argument '{name}'"
+                    )));
                 }
             }
         }
@@ -98,7 +109,9 @@ pub fn tojson_filter(value: &Value, args: &[Value]) -> Result<Value, Error> {
     let indent = match indent {
         None => None,
         Some(v) if v.is_none() || v.is_undefined() => None,
-        Some(v) if v.kind() == ValueKind::String => Some(v.as_str().unwrap_or_default().to_string()),
+        Some(v) if v.kind() == ValueKind::String => {
+            Some(v.as_str().unwrap_or_default().to_string())
+        }
         Some(v) if v.kind() == ValueKind::Bool => Some(" ".repeat(usize::from(v.is_true()))),
         Some(v) if v.is_integer() => {
             let n = i64::try_from(v.clone()).unwrap_or(0);
@@ -118,7 +131,9 @@ pub fn tojson_filter(value: &Value, args: &[Value]) -> Result<Value, Error> {
     if let Some(seps) = separators {
         if !(seps.is_none() || seps.is_undefined()) {
             let items: Vec<Value> = match seps.kind() {
-                ValueKind::Seq | ValueKind::Iterable | ValueKind::String => seps.try_iter()?.collect(),
+                ValueKind::Seq | ValueKind::Iterable | ValueKind::String => {
+                    seps.try_iter()?.collect()
+                }
                 _ => {
                     return Err(type_error(format!(
                         "cannot unpack non-iterable {} object",
@@ -143,7 +158,8 @@ pub fn tojson_filter(value: &Value, args: &[Value]) -> Result<Value, Error> {
     }
     let mut out = String::new();
     dumps_into(value, &opts, &mut out, 0)?;
-    Ok(Value::from_safe_string(out))
+    // `json.dumps` returns a plain `str`, not `Markup`: `'x'|safe + y|tojson` escapes it.
+    Ok(Value::from(out))
 }
 
 /// Splits trailing keyword arguments off an argument list.
@@ -158,6 +174,7 @@ pub fn split_kwargs(args: &[Value]) -> Result<(&[Value], Option<Kwargs>), Error>
 }
 
 /// `json.dumps(value)` with the given options.
+#[cfg(test)]
 pub fn dumps(value: &Value, opts: &JsonOptions) -> Result<String, Error> {
     let mut out = String::new();
     dumps_into(value, opts, &mut out, 0)?;
@@ -177,7 +194,9 @@ fn newline_indent(opts: &JsonOptions, level: usize, out: &mut String) {
 
 fn dumps_into(v: &Value, opts: &JsonOptions, out: &mut String, level: usize) -> Result<(), Error> {
     if level > MAX_DEPTH {
-        return Err(type_error("maximum recursion depth exceeded while encoding a JSON object".into()));
+        return Err(type_error(
+            "maximum recursion depth exceeded while encoding a JSON object".into(),
+        ));
     }
     match v.kind() {
         ValueKind::None => out.push_str("null"),
@@ -216,10 +235,11 @@ fn dumps_into(v: &Value, opts: &JsonOptions, out: &mut String, level: usize) -> 
             out.push(']');
         }
         ValueKind::Map => {
-            let mut pairs: Vec<(Value, Value)> = match v.as_object().and_then(|o| o.try_iter_pairs()) {
-                Some(iter) => iter.collect(),
-                None => Vec::new(),
-            };
+            let mut pairs: Vec<(Value, Value)> =
+                match v.as_object().and_then(|o| o.try_iter_pairs()) {
+                    Some(iter) => iter.collect(),
+                    None => Vec::new(),
+                };
             if pairs.is_empty() {
                 out.push_str("{}");
                 return Ok(());
@@ -255,7 +275,9 @@ fn dumps_into(v: &Value, opts: &JsonOptions, out: &mut String, level: usize) -> 
 /// `sorted(dct.items())` for the key types JSON allows.
 fn sort_pairs(pairs: &mut [(Value, Value)]) -> Result<(), Error> {
     let all_str = pairs.iter().all(|(k, _)| k.kind() == ValueKind::String);
-    let all_num = pairs.iter().all(|(k, _)| matches!(k.kind(), ValueKind::Number | ValueKind::Bool));
+    let all_num = pairs
+        .iter()
+        .all(|(k, _)| matches!(k.kind(), ValueKind::Number | ValueKind::Bool));
     if all_str {
         pairs.sort_by(|a, b| a.0.as_str().cmp(&b.0.as_str()));
         Ok(())
@@ -263,7 +285,9 @@ fn sort_pairs(pairs: &mut [(Value, Value)]) -> Result<(), Error> {
         pairs.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
         Ok(())
     } else {
-        Err(type_error("'<' not supported between instances of mixed key types".into()))
+        Err(type_error(
+            "'<' not supported between instances of mixed key types".into(),
+        ))
     }
 }
 
@@ -333,7 +357,7 @@ mod tests {
     use serde_json::json;
 
     fn dump(v: serde_json::Value, opts: JsonOptions) -> String {
-        dumps(&Value::from_serialize(v), &opts).unwrap()
+        dumps(&super::super::values::from_json(&v), &opts).unwrap()
     }
 
     #[test]

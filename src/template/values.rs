@@ -77,9 +77,13 @@ pub fn from_json(v: &serde_json::Value) -> Value {
             }
         }
         serde_json::Value::String(s) => Value::from(s.as_str()),
-        serde_json::Value::Array(items) => Value::from_object(PyList(items.iter().map(from_json).collect())),
+        serde_json::Value::Array(items) => {
+            Value::from_object(PyList(items.iter().map(from_json).collect()))
+        }
         serde_json::Value::Object(map) => Value::from_object(PyDict(
-            map.iter().map(|(k, v)| (Value::from(k.as_str()), from_json(v))).collect(),
+            map.iter()
+                .map(|(k, v)| (Value::from(k.as_str()), from_json(v)))
+                .collect(),
         )),
     }
 }
