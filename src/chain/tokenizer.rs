@@ -160,12 +160,7 @@ pub fn special_tokens(model: &ModelDir) -> Vec<Finding> {
     };
     let mut problems: Vec<(Severity, String)> = Vec::new();
     let special = model.special_tokens();
-    let named = [
-        ("bos_token", &special.bos_token),
-        ("eos_token", &special.eos_token),
-        ("pad_token", &special.pad_token),
-        ("unk_token", &special.unk_token),
-    ];
+    let named = special.named();
     for (name, text) in named {
         if let Some(text) = text {
             if single_id(tok, text).is_none() {

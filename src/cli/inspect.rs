@@ -49,12 +49,7 @@ fn describe(model: &ModelDir) -> Result<Value> {
     let tokenizer = match &model.tokenizer {
         Some(t) => {
             let special = model.special_tokens();
-            let named = [
-                ("bos_token", &special.bos_token),
-                ("eos_token", &special.eos_token),
-                ("pad_token", &special.pad_token),
-                ("unk_token", &special.unk_token),
-            ];
+            let named = special.named();
             let specials: Vec<Value> = named
                 .iter()
                 .filter_map(|(k, v)| {

@@ -682,7 +682,7 @@ fn indent_filter(value: &Value, args: Rest<ValueOrKwargs>) -> Result<Value, Erro
 }
 
 /// markupsafe's `escape`.
-fn html_escape(s: &str) -> String {
+pub(crate) fn html_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

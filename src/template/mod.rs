@@ -49,6 +49,18 @@ pub struct SpecialTokens {
     pub mask_token: Option<String>,
 }
 
+impl SpecialTokens {
+    /// The tokens the chain checks by name, with their template variable names.
+    pub fn named(&self) -> [(&'static str, &Option<String>); 4] {
+        [
+            ("bos_token", &self.bos_token),
+            ("eos_token", &self.eos_token),
+            ("pad_token", &self.pad_token),
+            ("unk_token", &self.unk_token),
+        ]
+    }
+}
+
 /// Bounds that keep a hostile template from hanging or exhausting the tool.
 #[derive(Debug, Clone, Copy)]
 pub struct RenderLimits {

@@ -86,18 +86,7 @@ fn escape_text(v: &Value) -> String {
     if v.is_safe() {
         return s;
     }
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '\'' => out.push_str("&#39;"),
-            '"' => out.push_str("&#34;"),
-            c => out.push(c),
-        }
-    }
-    out
+    super::env::html_escape(&s)
 }
 
 /// Python `a + b` (with markupsafe's `Markup.__add__`/`__radd__`).
