@@ -390,3 +390,13 @@ fn lost_special_token_is_a_tokenizer_fault_with_split_tokens_in_the_template() {
         "special-token-split"
     );
 }
+
+#[test]
+fn missing_generation_prompt_is_caught_against_an_sft_template() {
+    // The serving template forgets the assistant header for add_generation_prompt.
+    let case = template_case("{{ bos_token }}{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}");
+    let report = assert_first_broken(&case, "template", "template.generation-prompt");
+    let f = finding(&report, "template.generation-prompt-suffix");
+    assert_eq!(f["evidence"]["class"], "generation-prompt");
+    assert_eq!(f["evidence"]["sft appends"], "\"<|im_start|>assistant\\n\"");
+}

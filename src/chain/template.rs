@@ -76,7 +76,38 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
         .map(|(c, _, t)| (*c, *t))
         .collect();
     out.push(generation_prompt(ctx, serving, &clean)?);
+    out.extend(suffix_vs_sft(ctx, serving));
     Ok(out)
+}
+
+/// The text each template appends for add_generation_prompt, compared directly when the SFT
+/// side is a template (with golden ids the token-level check above covers it).
+fn suffix_vs_sft(ctx: &Context, serving: &Pipeline) -> Option<Finding> {
+    const ID: &str = "template.generation-prompt-suffix";
+    let Sft::Template(sft) = &ctx.sft else {
+        return None;
+    };
+    let (s, t) = (generation_suffix(serving), generation_suffix(sft));
+    Some(if s == t {
+        Finding::pass(
+            Template,
+            ID,
+            format!(
+                "both templates append {:?} for a reply",
+                s.unwrap_or_default()
+            ),
+        )
+    } else {
+        let show = |x: &Option<String>| {
+            x.as_ref()
+                .map(|x| format!("{x:?}"))
+                .unwrap_or_else(|| "(not an extension of the prompt)".into())
+        };
+        Finding::new(Template, ID, Severity::Error, "generation-prompt: the serving template starts a reply differently from the SFT template")
+            .with("class", DivergenceClass::GenerationPrompt.name())
+            .with("serving appends", show(&s))
+            .with("sft appends", show(&t))
+    })
 }
 
 type Ids = Vec<u32>;

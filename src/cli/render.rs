@@ -104,7 +104,13 @@ pub fn render(a: &RenderArgs) -> Result<RenderOutput> {
                 Error::in_file(&m.root, "the model ships no chat template")
                     .hint("pass one with --template FILE.jinja")
             })?;
-            (t.text.clone(), m.root.join(&t.origin).display().to_string())
+            // Origins are relative to the model directory (a GGUF file's own folder).
+            let base = if m.root.is_file() {
+                m.root.parent().unwrap_or(&m.root)
+            } else {
+                &m.root
+            };
+            (t.text.clone(), base.join(&t.origin).display().to_string())
         }
         (None, None) => return Err(Error::input("give --model DIR or --template FILE.jinja")),
     };
