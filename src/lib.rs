@@ -5,5 +5,7 @@ pub mod chain;
 pub mod cli;
 pub mod error;
 pub mod report;
+pub mod serve;
 pub mod suite;
+pub mod target;
 pub mod template;

@@ -3,6 +3,7 @@
 mod check;
 mod inspect;
 pub mod render;
+mod serve;
 
 use std::path::PathBuf;
 
@@ -60,6 +61,21 @@ the suite's lock file (default: <suite>.lock.json beside the suite). The write i
 is only replaced with --update; the differences are printed either way."
     )]
     Lock(LockArgs),
+    /// Serve the model over an OpenAI-compatible HTTP API, optionally with faults injected on purpose.
+    #[command(
+        long_about = "Serve a model directory (or .gguf file) with the in-process candle model over an \
+OpenAI-compatible HTTP API: GET /health, GET /v1/models, POST /v1/chat/completions and POST /v1/completions \
+(plain and SSE-streamed, with stream_options.include_usage, logprobs and vLLM's return_token_ids), and vLLM's \
+POST /tokenize and POST /detokenize. Binds 127.0.0.1:8000 unless told otherwise; --port 0 picks a free port. \
+Once ready it prints one line `listening on http://HOST:PORT` to stdout. SIGINT/SIGTERM shut it down gracefully.\n\n\
+Requests without sampling fields get OpenAI's neutral defaults (temperature 1.0, top_p 1.0), not \
+generation_config.json's; max_tokens defaults to the remaining context. Bad requests get 4xx with an OpenAI \
+error body. One request generates at a time; the others queue.\n\n\
+--fault NAME reproduces a server-side class of the bug zoo on purpose, so a gate can prove it catches it; \
+each fault changes exactly what it says and nothing else.",
+        after_help = crate::serve::FAULTS_HELP
+    )]
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Clone, Copy, Debug, Default, ValueEnum, PartialEq, Eq)]
@@ -130,6 +146,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Inspect(a) => inspect::run(a),
         Command::Check(a) => check::run_check(a),
         Command::Lock(a) => check::run_lock(a),
+        Command::Serve(a) => serve::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,557 @@
+//! The blocking side of the server: one model behind a mutex, prompt construction (chat
+//! template, tokenizer) and generation, with the faults applied where each one lives.
+//!
+//! A request runs as one job on a blocking thread: it takes the lock (concurrent requests
+//! queue here), builds the prompt ids, validates them against the context, then generates and
+//! sends every step through a channel. A closed channel (the client went away) cancels the
+//! generation at the next token.
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::errors::ApiError;
+use super::faults::{
+    Fault, Faults, Rng, NONDETERMINISTIC_WINDOW, SLOW_DECODE_MS, SLOW_FIRST_TOKEN_MS,
+};
+use crate::error::Result;
+use crate::target::candle::CandleModel;
+use crate::target::{FinishReason, GenerateRequest, Generation, SamplingParams, TokenStep};
+use crate::template::{ChatTemplate, RenderRequest, SpecialTokens};
+
+/// The llama-2 chat template (meta-llama/Llama-2-7b-chat-hf) used by `--fault wrong-template`.
+pub const LLAMA2_TEMPLATE: &str = "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}";
+
+/// Temperatures below this are greedy (vLLM's `_SAMPLING_EPS`, as the candle sampler uses).
+const GREEDY_EPS: f64 = 1e-5;
+
+/// What a request asks the model to continue.
+#[derive(Debug, Clone)]
+pub enum Prompt {
+    /// Rendered with the chat template, then tokenized.
+    Chat {
+        messages: Vec<Value>,
+        tools: Option<Value>,
+        add_generation_prompt: bool,
+        /// Tokenize the rendered text with the tokenizer's special tokens added (vLLM's
+        /// `add_special_tokens`, default false for chats).
+        add_special_tokens: bool,
+    },
+    Text {
+        text: String,
+        add_special_tokens: bool,
+    },
+    Ids(Vec<u32>),
+}
+
+/// The generation a request asks for, before the context check.
+#[derive(Debug, Clone)]
+pub struct GenParams {
+    /// None: the remaining context.
+    pub max_tokens: Option<usize>,
+    pub sampling: SamplingParams,
+    pub stop: Vec<String>,
+    pub stop_token_ids: Vec<u32>,
+    pub top_logprobs: Option<usize>,
+    pub ignore_eos: bool,
+}
+
+pub struct Job {
+    pub prompt: Prompt,
+    pub params: GenParams,
+    /// Send every step (streams); otherwise only the final generation.
+    pub want_steps: bool,
+}
+
+/// The prompt as the model will see it, sent before the first token.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub prompt_ids: Vec<u32>,
+    pub max_tokens: usize,
+    /// Ids that end a reply (their text is not part of the reply).
+    pub stop_ids: Vec<u32>,
+    /// The model's eos ids (a stop on one of them has stop_reason null).
+    pub eos_ids: Vec<u32>,
+}
+
+#[derive(Debug)]
+pub enum Msg {
+    Prepared(Prepared),
+    Rejected(ApiError),
+    Step(TokenStep),
+    Done(Generation),
+    Failed(ApiError),
+}
+
+/// The served model, the fault model and what the faults need.
+pub struct Engine {
+    model: CandleModel,
+    /// `base-checkpoint`: the model that really generates.
+    base: Option<CandleModel>,
+    faults: Faults,
+    wrong_template: Option<ChatTemplate>,
+    special: SpecialTokens,
+    /// `double-bos`: the id prepended to every prompt.
+    bos_id: u32,
+    context_length: usize,
+    vocab_size: usize,
+}
+
+impl Engine {
+    pub fn load(model: &Path, faults: &Faults, fault_model: Option<&Path>) -> Result<Engine> {
+        let served = CandleModel::load(model)?;
+        let base = if faults.has(Fault::BaseCheckpoint) {
+            let dir = match fault_model {
+                Some(d) => d.to_path_buf(),
+                None => default_fault_model(model),
+            };
+            let m = CandleModel::load(&dir).map_err(|e| {
+                e.hint("--fault base-checkpoint generates with --fault-model DIR (default: a sibling directory named tiny-base)")
+            })?;
+            Some(m)
+        } else {
+            None
+        };
+        let wrong_template = if faults.has(Fault::WrongTemplate) {
+            Some(ChatTemplate::new(LLAMA2_TEMPLATE).map_err(|e| {
+                crate::error::Error::input(format!("the llama-2 fault template: {e}"))
+            })?)
+        } else {
+            None
+        };
+        let special = served.model_dir().special_tokens();
+        let bos_id = bos_id(&served, &special);
+        let context_length = served.context_length();
+        let vocab_size = vocab_size(&served);
+        Ok(Engine {
+            model: served,
+            base,
+            faults: faults.clone(),
+            wrong_template,
+            special,
+            bos_id,
+            context_length,
+            vocab_size,
+        })
+    }
+
+    pub fn model(&self) -> &CandleModel {
+        &self.model
+    }
+    pub fn context_length(&self) -> usize {
+        self.context_length
+    }
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+    pub fn bos_id(&self) -> u32 {
+        self.bos_id
+    }
+
+    fn tokenizer(&self) -> Result<&tokenizers::Tokenizer, ApiError> {
+        self.model
+            .model_dir()
+            .tokenizer
+            .as_ref()
+            .map(|t| &t.tokenizer)
+            .ok_or_else(|| ApiError::bad_request("the served model has no tokenizer"))
+    }
+
+    /// The prompt's ids as this server feeds them to the model (faults included).
+    pub fn prompt_ids(&self, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
+        let mut ids = match prompt {
+            Prompt::Chat {
+                messages,
+                tools,
+                add_generation_prompt,
+                add_special_tokens,
+            } => {
+                let agp = *add_generation_prompt && !self.faults.has(Fault::NoGenerationPrompt);
+                let (text, ids) = match &self.wrong_template {
+                    Some(t) => self.render_with(t, messages, tools.as_ref(), agp)?,
+                    None => self
+                        .model
+                        .render_chat(messages, tools.as_ref(), agp)
+                        .map_err(|e| template_error(&e))?,
+                };
+                if *add_special_tokens {
+                    self.encode(&text, true)?
+                } else {
+                    ids
+                }
+            }
+            Prompt::Text {
+                text,
+                add_special_tokens,
+            } => self.encode(text, *add_special_tokens)?,
+            Prompt::Ids(ids) => {
+                if let Some(bad) = ids.iter().find(|&&i| i as usize >= self.vocab_size) {
+                    return Err(ApiError::invalid(
+                        "prompt",
+                        format!(
+                            "token id {bad} is out of vocabulary (vocab size {})",
+                            self.vocab_size
+                        ),
+                    ));
+                }
+                ids.clone()
+            }
+        };
+        if self.faults.has(Fault::DoubleBos) {
+            ids.insert(0, self.bos_id);
+        }
+        Ok(ids)
+    }
+
+    fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, ApiError> {
+        let enc = self
+            .tokenizer()?
+            .encode(text, add_special_tokens)
+            .map_err(|e| ApiError::invalid("prompt", format!("cannot tokenize: {e}")))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    /// Render with `template` (the `wrong-template` fault) and tokenize without special tokens.
+    fn render_with(
+        &self,
+        template: &ChatTemplate,
+        messages: &[Value],
+        tools: Option<&Value>,
+        add_generation_prompt: bool,
+    ) -> Result<(String, Vec<u32>), ApiError> {
+        let rendered = template
+            .render(&RenderRequest {
+                messages: messages.to_vec(),
+                tools: tools.cloned(),
+                add_generation_prompt,
+                special_tokens: self.special.clone(),
+                ..RenderRequest::default()
+            })
+            .map_err(|e| ApiError::bad_request(e.to_string()).code("template_error"))?;
+        let ids = self.encode(&rendered.text, false)?;
+        Ok((rendered.text, ids))
+    }
+
+    /// The model that generates (the fault model under `base-checkpoint`).
+    fn generator(&mut self) -> &mut CandleModel {
+        match self.base.as_mut() {
+            Some(b) => b,
+            None => &mut self.model,
+        }
+    }
+
+    /// The request the model runs: the job's parameters with the generation faults applied.
+    fn generate_request(
+        &self,
+        prompt_ids: Vec<u32>,
+        max_tokens: usize,
+        p: &GenParams,
+    ) -> GenerateRequest {
+        let mut sampling = p.sampling.clone();
+        if self.faults.has(Fault::IgnoreTemperature) {
+            if let Some(gc) = &self.model.model_dir().generation_config {
+                if let Some(t) = gc.temperature {
+                    sampling.temperature = t;
+                }
+                if let Some(tp) = gc.top_p {
+                    sampling.top_p = tp;
+                }
+                if let Some(k) = gc.top_k {
+                    sampling.top_k = if k > 0 { Some(k as usize) } else { None };
+                }
+            }
+        }
+        GenerateRequest {
+            prompt_ids,
+            max_tokens,
+            sampling,
+            stop_token_ids: p.stop_token_ids.clone(),
+            stop_strings: p.stop.clone(),
+            top_logprobs: p.top_logprobs.filter(|&n| n > 0),
+            ignore_eos: p.ignore_eos || self.faults.has(Fault::DropEosStop),
+        }
+    }
+
+    /// Generate, with `base-checkpoint` and `nondeterministic` applied.
+    fn generate(
+        &mut self,
+        req: &GenerateRequest,
+        on_step: &mut dyn FnMut(&TokenStep) -> bool,
+    ) -> Result<Generation, ApiError> {
+        let nondeterministic =
+            self.faults.has(Fault::Nondeterministic) && req.sampling.temperature < GREEDY_EPS;
+        let tokenizer = self.tokenizer().ok().cloned();
+        let model = self.generator();
+        let result = if nondeterministic {
+            generate_perturbed(model, tokenizer.as_ref(), req, on_step)
+        } else {
+            model.generate(req, on_step)
+        };
+        result.map_err(|e| ApiError::internal(format!("generation failed: {}", e.problem)))
+    }
+}
+
+/// `--fault-model`'s default: a directory named `tiny-base` beside the served one.
+pub fn default_fault_model(model: &Path) -> std::path::PathBuf {
+    let abs = std::fs::canonicalize(model).unwrap_or_else(|_| model.to_path_buf());
+    match abs.parent() {
+        Some(parent) => parent.join("tiny-base"),
+        None => std::path::PathBuf::from("tiny-base"),
+    }
+}
+
+fn template_error(e: &crate::error::Error) -> ApiError {
+    ApiError::bad_request(e.problem.clone()).code("template_error")
+}
+
+/// The tokenizer's bos id; else `<|endoftext|>`; else 0.
+fn bos_id(model: &CandleModel, special: &SpecialTokens) -> u32 {
+    let dir = model.model_dir();
+    let tok = dir.tokenizer.as_ref().map(|t| &t.tokenizer);
+    if let (Some(t), Some(bos)) = (tok, special.bos_token.as_deref()) {
+        if let Some(id) = t.token_to_id(bos) {
+            return id;
+        }
+    }
+    if let Some(id) = dir
+        .config
+        .as_ref()
+        .and_then(|c| c.bos_token_ids.first().copied())
+    {
+        return id;
+    }
+    if let Some(id) = dir.generation_config.as_ref().and_then(|g| g.bos_token_id) {
+        return id;
+    }
+    tok.and_then(|t| t.token_to_id("<|endoftext|>"))
+        .unwrap_or(0)
+}
+
+/// The number of embedding rows: config.json's vocab_size, else the tokenizer's.
+fn vocab_size(model: &CandleModel) -> usize {
+    let dir = model.model_dir();
+    if let Some(n) = dir.config.as_ref().and_then(|c| c.vocab_size) {
+        return n as usize;
+    }
+    dir.tokenizer.as_ref().map(|t| t.vocab_size).unwrap_or(0)
+}
+
+/// `nondeterministic`: run greedily up to a random step k, take the 2nd-best token there, then
+/// continue greedily from it.
+fn generate_perturbed(
+    model: &mut CandleModel,
+    tokenizer: Option<&tokenizers::Tokenizer>,
+    req: &GenerateRequest,
+    on_step: &mut dyn FnMut(&TokenStep) -> bool,
+) -> Result<Generation> {
+    let mut rng = Rng::from_time();
+    let k = rng.below(req.max_tokens.min(NONDETERMINISTIC_WINDOW));
+    let mut g1 = if k > 0 {
+        let mut r1 = req.clone();
+        r1.max_tokens = k;
+        model.generate(&r1, on_step)?
+    } else {
+        Generation {
+            prompt_tokens: req.prompt_ids.len(),
+            ids: vec![],
+            text: String::new(),
+            steps: vec![],
+            finish_reason: FinishReason::Length,
+        }
+    };
+    // Stopped (or cancelled) before step k: nothing to perturb.
+    if g1.finish_reason == FinishReason::Stop || g1.ids.len() < k {
+        return Ok(g1);
+    }
+    let mut context = req.prompt_ids.clone();
+    context.extend_from_slice(&g1.ids);
+    let logits = model.last_logits_uncached(&context)?;
+    let (second, logprob, top) = second_best(&logits, req.top_logprobs.unwrap_or(0));
+    let text = tokenizer
+        .and_then(|t| t.decode(&[second], false).ok())
+        .unwrap_or_default();
+    let mut stop_ids = req.stop_token_ids.clone();
+    if !req.ignore_eos {
+        stop_ids.extend(model.eos_ids());
+    }
+    let is_stop = stop_ids.contains(&second);
+    let step = TokenStep {
+        id: second,
+        text: if is_stop { String::new() } else { text },
+        logprob,
+        top_logprobs: top,
+        at: Instant::now(),
+    };
+    let keep_going = on_step(&step);
+    g1.ids.push(second);
+    g1.text.push_str(&step.text);
+    g1.steps.push(step);
+    if is_stop {
+        g1.finish_reason = FinishReason::Stop;
+        return Ok(g1);
+    }
+    g1.finish_reason = FinishReason::Length;
+    if !keep_going || g1.ids.len() >= req.max_tokens {
+        return Ok(g1);
+    }
+    let mut r2 = req.clone();
+    context.push(second);
+    r2.prompt_ids = context;
+    r2.max_tokens = req.max_tokens - g1.ids.len();
+    let g2 = model.generate(&r2, on_step)?;
+    g1.ids.extend(g2.ids);
+    g1.text.push_str(&g2.text);
+    g1.steps.extend(g2.steps);
+    g1.finish_reason = g2.finish_reason;
+    g1.prompt_tokens = req.prompt_ids.len();
+    Ok(g1)
+}
+
+/// The 2nd most likely id, its log-probability, and the top `n` alternatives.
+fn second_best(logits: &[f32], n: usize) -> (u32, f32, Vec<(u32, f32)>) {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let lse = max + logits.iter().map(|&l| (l - max).exp()).sum::<f32>().ln();
+    let mut order: Vec<usize> = (0..logits.len()).collect();
+    order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+    let pick = order.get(1).or(order.first()).copied().unwrap_or(0);
+    let top = order
+        .iter()
+        .take(n)
+        .map(|&i| (i as u32, logits[i] - lse))
+        .collect();
+    (
+        pick as u32,
+        logits.get(pick).map(|l| l - lse).unwrap_or(0.0),
+        top,
+    )
+}
+
+/// Run one job on the calling (blocking) thread.
+pub fn run_job(engine: &Mutex<Engine>, job: Job, tx: UnboundedSender<Msg>) {
+    // The client may have gone away while the job waited for the lock.
+    if tx.is_closed() {
+        return;
+    }
+    let mut guard = match engine.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    if tx.is_closed() {
+        return;
+    }
+    let engine = &mut *guard;
+    let outcome = catch_unwind(AssertUnwindSafe(|| run_locked(engine, job, &tx)));
+    if outcome.is_err() {
+        let _ = tx.send(Msg::Failed(ApiError::internal(
+            "the model panicked while generating",
+        )));
+    }
+}
+
+fn run_locked(engine: &mut Engine, job: Job, tx: &UnboundedSender<Msg>) {
+    let prompt_ids = match engine.prompt_ids(&job.prompt) {
+        Ok(ids) => ids,
+        Err(e) => {
+            let _ = tx.send(Msg::Rejected(e));
+            return;
+        }
+    };
+    let ctx = engine.context_length;
+    let max_tokens = match check_context(prompt_ids.len(), job.params.max_tokens, ctx) {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = tx.send(Msg::Rejected(e));
+            return;
+        }
+    };
+    let req = engine.generate_request(prompt_ids.clone(), max_tokens, &job.params);
+    let eos_ids = engine.generator().eos_ids();
+    let mut stop_ids = req.stop_token_ids.clone();
+    if !req.ignore_eos {
+        stop_ids.extend(eos_ids.iter().copied());
+    }
+    let prepared = Prepared {
+        prompt_ids,
+        max_tokens,
+        stop_ids,
+        eos_ids,
+    };
+    if tx.send(Msg::Prepared(prepared)).is_err() {
+        return;
+    }
+    if engine.faults.has(Fault::SlowFirstToken) {
+        std::thread::sleep(Duration::from_millis(SLOW_FIRST_TOKEN_MS));
+    }
+    let slow_decode = engine.faults.has(Fault::SlowDecode);
+    let want_steps = job.want_steps;
+    let mut on_step = |step: &TokenStep| -> bool {
+        if slow_decode {
+            std::thread::sleep(Duration::from_millis(SLOW_DECODE_MS));
+        }
+        if want_steps {
+            tx.send(Msg::Step(step.clone())).is_ok()
+        } else {
+            !tx.is_closed()
+        }
+    };
+    let msg = match engine.generate(&req, &mut on_step) {
+        Ok(g) => Msg::Done(g),
+        Err(e) => Msg::Failed(e),
+    };
+    let _ = tx.send(msg);
+}
+
+/// max_tokens against the context: the default is what remains; overflow is the client's error.
+pub fn check_context(
+    prompt_len: usize,
+    max_tokens: Option<usize>,
+    context: usize,
+) -> Result<usize, ApiError> {
+    let overflow = |requested: usize| {
+        ApiError::bad_request(format!(
+            "This model's maximum context length is {context} tokens. However, you requested \
+             {} tokens ({prompt_len} in the messages, {requested} in the completion). Please \
+             reduce the length of the messages or completion.",
+            prompt_len + requested
+        ))
+        .param("messages")
+        .code("context_length_exceeded")
+    };
+    match max_tokens {
+        Some(m) if prompt_len + m > context => Err(overflow(m)),
+        Some(m) => Ok(m),
+        None if prompt_len >= context => Err(overflow(1)),
+        None => Ok(context - prompt_len),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_check() {
+        assert_eq!(check_context(10, None, 512), Ok(502));
+        assert_eq!(check_context(10, Some(5), 512), Ok(5));
+        assert!(check_context(10, Some(503), 512).is_err());
+        assert!(check_context(512, None, 512).is_err());
+        let e = check_context(500, Some(100), 512).err().map(|e| e.code);
+        assert_eq!(e, Some(Some("context_length_exceeded")));
+    }
+
+    #[test]
+    fn second_best_picks_the_runner_up() {
+        let (id, lp, top) = second_best(&[0.0, 3.0, 1.0, 2.0], 2);
+        assert_eq!(id, 3);
+        assert!(lp < 0.0);
+        assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![1, 3]);
+    }
+
+    #[test]
+    fn llama2_template_compiles() {
+        assert!(ChatTemplate::new(LLAMA2_TEMPLATE).is_ok());
+    }
+}

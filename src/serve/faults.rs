@@ -1,0 +1,202 @@
+//! The faults `chatgate serve --fault NAME` injects on purpose: one per server-side class of
+//! the bug zoo (design/BUG-ZOO.md), so the gate's own tests can prove it catches each one.
+//! Each fault changes exactly the thing it names and nothing else.
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// One injectable fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
+pub enum Fault {
+    /// Generate with another checkpoint (--fault-model DIR, default: a sibling `tiny-base`
+    /// directory) while reporting the served name, root and fingerprint.
+    BaseCheckpoint,
+    /// Prepend the bos id to every prompt's ids (after the template's own bos) and count it in usage.
+    DoubleBos,
+    /// Render chats with a llama-2 `[INST]` template instead of the model's own.
+    WrongTemplate,
+    /// Render chats with add_generation_prompt=false.
+    NoGenerationPrompt,
+    /// Do not stop on the model's eos ids: every reply runs to max_tokens.
+    DropEosStop,
+    /// Apply generation_config.json's temperature/top_p/top_k over the request's.
+    IgnoreTemperature,
+    /// Silently drop the 2nd content chunk of every stream.
+    StreamDropsChunk,
+    /// Report completion_tokens + 3 and prompt_tokens - 1 in usage.
+    UsageLies,
+    /// End streams without `data: [DONE]`.
+    NoDone,
+    /// Sleep 300 ms before the first token.
+    SlowFirstToken,
+    /// Sleep 30 ms per generated token.
+    SlowDecode,
+    /// At temperature 0, pick the 2nd-best token at one random step per request (time-seeded).
+    Nondeterministic,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 12] = [
+        Fault::BaseCheckpoint,
+        Fault::DoubleBos,
+        Fault::WrongTemplate,
+        Fault::NoGenerationPrompt,
+        Fault::DropEosStop,
+        Fault::IgnoreTemperature,
+        Fault::StreamDropsChunk,
+        Fault::UsageLies,
+        Fault::NoDone,
+        Fault::SlowFirstToken,
+        Fault::SlowDecode,
+        Fault::Nondeterministic,
+    ];
+
+    /// The name `--fault` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::BaseCheckpoint => "base-checkpoint",
+            Fault::DoubleBos => "double-bos",
+            Fault::WrongTemplate => "wrong-template",
+            Fault::NoGenerationPrompt => "no-generation-prompt",
+            Fault::DropEosStop => "drop-eos-stop",
+            Fault::IgnoreTemperature => "ignore-temperature",
+            Fault::StreamDropsChunk => "stream-drops-chunk",
+            Fault::UsageLies => "usage-lies",
+            Fault::NoDone => "no-done",
+            Fault::SlowFirstToken => "slow-first-token",
+            Fault::SlowDecode => "slow-decode",
+            Fault::Nondeterministic => "nondeterministic",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The set of active faults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Faults(BTreeSet<Fault>);
+
+impl Faults {
+    pub fn new(faults: impl IntoIterator<Item = Fault>) -> Faults {
+        Faults(faults.into_iter().collect())
+    }
+    pub fn has(&self, fault: Fault) -> bool {
+        self.0.contains(&fault)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = Fault> + '_ {
+        self.0.iter().copied()
+    }
+}
+
+/// Delay before the first token under `slow-first-token`.
+pub const SLOW_FIRST_TOKEN_MS: u64 = 300;
+/// Delay per token under `slow-decode`.
+pub const SLOW_DECODE_MS: u64 = 30;
+/// `nondeterministic` perturbs one of the first this-many steps.
+pub const NONDETERMINISTIC_WINDOW: usize = 8;
+
+/// The help text of `chatgate serve`: every fault, what it changes, and the boundary it
+/// exercises. (A unit test checks that every fault is named here.)
+pub const FAULTS_HELP: &str = "\
+Faults (--fault NAME, repeatable; each changes exactly what it says and nothing else):
+  base-checkpoint       generate with another checkpoint (--fault-model DIR, default: the
+                        sibling directory `tiny-base` next to the served one) while /v1/models,
+                        `model` and system_fingerprint still report the served one
+                        [checkpoint: caught by the greedy/logprob fingerprint]
+  double-bos            prepend the bos id (the tokenizer's bos_token; else <|endoftext|>; else
+                        id 0) to every prompt's ids, after the template's own bos, and count it in
+                        usage; /tokenize and return_token_ids show it [template/server]
+  wrong-template        render chats with a llama-2 `[INST] ... [/INST]` template instead of the
+                        model's own (it raises on roles that do not alternate) [template]
+  no-generation-prompt  render chats with add_generation_prompt=false [template]
+  drop-eos-stop         do not stop on the model's eos ids: replies run to max_tokens
+                        (finish_reason \"length\") [generation config]
+  ignore-temperature    apply generation_config.json's temperature/top_p/top_k over the
+                        request's [generation config/server]
+  stream-drops-chunk    silently drop the 2nd content chunk of every stream (its text, ids and
+                        logprobs) [server: stream != non-stream]
+  usage-lies            report completion_tokens + 3 and prompt_tokens - 1 (total_tokens is their
+                        sum) [server: usage]
+  no-done               end streams without `data: [DONE]` [server: SSE framing]
+  slow-first-token      sleep 300 ms before the first token [latency: TTFT]
+  slow-decode           sleep 30 ms per generated token [latency: TPOT/ITL]
+  nondeterministic      at temperature 0, pick the 2nd-best token at one random step (of the first
+                        8) per request, with a time-seeded RNG [server: determinism]";
+
+/// A small splitmix64 generator; seeded from the clock and a process-wide counter so two
+/// requests in the same nanosecond still differ.
+pub struct Rng(u64);
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl Rng {
+    pub fn from_time() -> Rng {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let mut rng = Rng(nanos ^ n.wrapping_mul(0xA076_1D64_78BD_642F));
+        rng.next_u64();
+        rng
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in 0..n (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            return 0;
+        }
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+/// A random lowercase hex id of `len` characters (for response ids).
+pub fn random_hex(len: usize) -> String {
+    let mut rng = Rng::from_time();
+    let mut out = String::with_capacity(len);
+    while out.len() < len {
+        out.push_str(&format!("{:016x}", rng.next_u64()));
+    }
+    out.truncate(len);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fault_is_documented_and_named_consistently() {
+        for f in Fault::ALL {
+            assert!(FAULTS_HELP.contains(f.name()), "{f} is not in the help");
+            assert_eq!(Fault::from_name(f.name()), Some(f));
+            let v = <Fault as clap::ValueEnum>::to_possible_value(&f).expect("a value");
+            assert_eq!(v.get_name(), f.name());
+        }
+    }
+
+    #[test]
+    fn rng_differs_between_seeds() {
+        let a = Rng::from_time().next_u64();
+        let b = Rng::from_time().next_u64();
+        assert_ne!(a, b);
+        assert_eq!(random_hex(32).len(), 32);
+    }
+}

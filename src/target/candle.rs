@@ -1,0 +1,1161 @@
+//! The candle target: a checkpoint run in-process on the CPU with candle 0.11.
+//!
+//! Architectures: Hugging Face Llama, Mistral and Qwen2 directories (safetensors, sharded
+//! too; weights of any float dtype are converted to F32) through candle-transformers'
+//! `llama`, `mistral` and `qwen2` modules, and llama-architecture GGUF files (F32, F16, Q8_0,
+//! and candle's other quantizations) through `quantized_llama`.
+//!
+//! Threads: candle sizes its CPU pools from the environment when they are first used —
+//! `CANDLE_NUM_THREADS` for the element-wise and quantized-matmul pool and `RAYON_NUM_THREADS`
+//! for the F32 gemm (each falls back to the physical core count; `CANDLE_NUM_THREADS` falls
+//! back to `RAYON_NUM_THREADS`). Tiny models decode fastest single-threaded
+//! (`CANDLE_NUM_THREADS=1 RAYON_NUM_THREADS=1`), which also keeps timings steady on a busy
+//! machine. This library never changes those settings; the caller's environment decides.
+//!
+//! Per request the KV cache starts empty: a fresh `llama::Cache` (cloned from a pristine one,
+//! which only shares the rope tables), `clear_kv_cache()` for the other models (the quantized
+//! llama also discards its cache whenever it is called with `index_pos == 0`).
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use candle_core::quantized::gguf_file;
+use candle_core::safetensors::MmapedSafetensors;
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::{llama, mistral, quantized_llama, qwen2};
+use serde_json::Value;
+use tokenizers::Tokenizer;
+
+use super::{FinishReason, GenerateRequest, Generation, TokenStep};
+use crate::artifacts::{ModelConfig, ModelDir, WeightFormat};
+use crate::error::{Error, Result};
+use crate::template::{ChatTemplate, RenderRequest, TemplateError};
+
+#[path = "detok.rs"]
+pub mod detok;
+#[path = "sampling.rs"]
+pub mod sampling;
+
+use detok::{Detokenizer, StopOutcome, StopText};
+use sampling::Sampler;
+
+/// candle's quantized llama precomputes rope tables for this many positions.
+const GGUF_MAX_POSITIONS: usize = quantized_llama::MAX_SEQ_LEN;
+
+/// A checkpoint loaded on the CPU with its tokenizer and chat template.
+pub struct CandleModel {
+    model: ModelDir,
+    tokenizer: Tokenizer,
+    net: Net,
+    /// The weights the model was loaded from (a directory's shards are named by their folder).
+    weights_path: PathBuf,
+    architecture: String,
+    vocab_size: usize,
+    context_length: usize,
+    eos_ids: Vec<u32>,
+    /// Compiled chat templates: [without tools, with tools].
+    templates: [OnceLock<std::result::Result<ChatTemplate, TemplateError>>; 2],
+    /// Reused for top-logprob selection.
+    scratch: Vec<u32>,
+}
+
+/// The network and its per-request state.
+enum Net {
+    Llama {
+        model: llama::Llama,
+        /// A cache with nothing in it; cloned per request (the rope tables are shared).
+        fresh: llama::Cache,
+        live: Option<llama::Cache>,
+    },
+    Mistral(mistral::Model),
+    Qwen2(qwen2::ModelForCausalLM),
+    Gguf(quantized_llama::ModelWeights),
+}
+
+impl Net {
+    /// Forget every cached key/value: the next forward starts a new sequence.
+    fn reset(&mut self) {
+        match self {
+            Net::Llama { fresh, live, .. } => *live = Some(fresh.clone()),
+            Net::Mistral(m) => m.clear_kv_cache(),
+            Net::Qwen2(m) => m.clear_kv_cache(),
+            Net::Gguf(m) => m.clear_kv_cache(),
+        }
+    }
+
+    /// Feed `ids` at positions `pos..`, extending the cache; logits of the last position.
+    fn forward(&mut self, ids: &[u32], pos: usize) -> candle_core::Result<Vec<f32>> {
+        let input = Tensor::new(ids, &Device::Cpu)?.unsqueeze(0)?;
+        let logits = match self {
+            Net::Llama { model, fresh, live } => {
+                let cache = live.get_or_insert_with(|| fresh.clone());
+                model.forward(&input, pos, cache)?
+            }
+            Net::Mistral(m) => m.forward(&input, pos)?,
+            Net::Qwen2(m) => m.forward(&input, pos)?,
+            Net::Gguf(m) => m.forward(&input, pos)?,
+        };
+        logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()
+    }
+
+    /// A full forward over `ids` that neither reads nor keeps a cache.
+    fn forward_uncached(&mut self, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
+        match self {
+            Net::Llama { model, fresh, .. } => {
+                let input = Tensor::new(ids, &Device::Cpu)?.unsqueeze(0)?;
+                let mut cache = fresh.clone();
+                cache.use_kv_cache = false;
+                model
+                    .forward(&input, 0, &mut cache)?
+                    .flatten_all()?
+                    .to_dtype(DType::F32)?
+                    .to_vec1::<f32>()
+            }
+            _ => {
+                self.reset();
+                let out = self.forward(ids, 0);
+                self.reset();
+                out
+            }
+        }
+    }
+}
+
+/// candle's error text without the backtrace it appends when RUST_BACKTRACE is set.
+fn candle_msg(e: &candle_core::Error) -> String {
+    use candle_core::Error as E;
+    match e {
+        E::WithBacktrace { inner, .. } | E::WithPath { inner, .. } => candle_msg(inner),
+        E::Context { inner, context } => format!("{context}: {}", candle_msg(inner)),
+        other => other.to_string().replace('\n', "; "),
+    }
+}
+
+/// `llama::Llama::load` unwraps each layer's load: a missing or mis-shaped layer tensor would
+/// panic inside candle. The safetensors path checks every tensor first; this turns anything
+/// left (e.g. a caller's own `VarBuilder`) into an error.
+fn load_llama(vb: VarBuilder, cfg: &llama::Config) -> std::result::Result<llama::Llama, String> {
+    let loaded =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| llama::Llama::load(vb, cfg)));
+    match loaded {
+        Ok(Ok(model)) => Ok(model),
+        Ok(Err(e)) => Err(candle_msg(&e)),
+        Err(panic) => Err(panic
+            .downcast_ref::<String>()
+            .map(|s| {
+                let first = s.lines().next().unwrap_or_default();
+                let unwrapped = "called `Result::unwrap()` on an `Err` value: ";
+                first.strip_prefix(unwrapped).unwrap_or(first).to_string()
+            })
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a layer failed to load".to_string())),
+    }
+}
+
+fn is_ext(path: &Path, ext: &str) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case(ext))
+}
+
+impl CandleModel {
+    /// Load a Hugging Face model directory (config.json + safetensors, sharded too; Llama, and
+    /// the configs that share its layout: Mistral, Qwen2) or a GGUF file (F32, F16, Q8_0).
+    ///
+    /// A directory with safetensors loads them; a directory with no safetensors and exactly
+    /// one `.gguf` loads that GGUF (with the directory's tokenizer files when present).
+    pub fn load(path: &Path) -> Result<CandleModel> {
+        let meta = std::fs::metadata(path).map_err(|e| {
+            Error::io(path, e).hint("give a Hugging Face model directory or a .gguf file")
+        })?;
+        if meta.is_file() {
+            if !is_ext(path, "gguf") {
+                return Err(Error::in_file(path, "is a file but not a .gguf model")
+                    .hint("give the model directory (config.json + safetensors) or a .gguf file"));
+            }
+            let dir = ModelDir::open(path)?;
+            return Self::from_gguf(path, dir);
+        }
+        let dir = ModelDir::open(path)?;
+        let has_safetensors = dir
+            .weights
+            .iter()
+            .any(|w| w.format == WeightFormat::Safetensors)
+            || dir.shard_index.is_some();
+        if has_safetensors {
+            return Self::from_safetensors(dir);
+        }
+        let ggufs: Vec<PathBuf> = dir
+            .weights
+            .iter()
+            .filter(|w| w.format == WeightFormat::Gguf)
+            .map(|w| w.path.clone())
+            .collect();
+        match ggufs.as_slice() {
+            [one] => {
+                let one = one.clone();
+                Self::from_gguf(&one, dir)
+            }
+            [] => Err(Error::in_file(path, "holds no weights (*.safetensors or *.gguf)")
+                .hint("point at a directory with config.json and model.safetensors, or at a .gguf file")),
+            many => Err(Error::in_file(
+                path,
+                format!("holds {} .gguf files and no safetensors; which one to load is ambiguous", many.len()),
+            )
+            .hint("give the path of one .gguf file")),
+        }
+    }
+
+    /// Load GGUF weights with the tokenizer, chat templates, special tokens and generation
+    /// config of a Hugging Face directory (for a GGUF that carries only weights).
+    pub fn load_with_tokenizer_dir(gguf: &Path, dir: &Path) -> Result<CandleModel> {
+        if !is_ext(gguf, "gguf") {
+            return Err(Error::in_file(gguf, "is not a .gguf file"));
+        }
+        let dir = ModelDir::open(dir)?;
+        Self::from_gguf(gguf, dir)
+    }
+
+    /// A Llama built from any `VarBuilder` (e.g. random weights from a `VarMap` for
+    /// benchmarks), with the tokenizer and templates of `dir`.
+    pub fn from_llama_varbuilder(
+        dir: ModelDir,
+        config: llama::Config,
+        vb: VarBuilder,
+    ) -> Result<CandleModel> {
+        let root = dir.root.clone();
+        check_llama_shapes(&config).map_err(|p| Error::in_file(&root, p))?;
+        let model = load_llama(vb, &config)
+            .map_err(|e| Error::in_file(&root, format!("cannot build the Llama: {e}")))?;
+        let fresh = llama::Cache::new(true, DType::F32, &config, &Device::Cpu)
+            .map_err(|e| Error::in_file(&root, candle_msg(&e)))?;
+        let net = Net::Llama {
+            model,
+            fresh,
+            live: None,
+        };
+        let ctx = config.max_position_embeddings;
+        Self::assemble(dir, net, root, "llama", config.vocab_size, ctx, Vec::new())
+    }
+
+    pub fn model_dir(&self) -> &ModelDir {
+        &self.model
+    }
+    /// The tokenizer the model encodes and decodes with.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+    /// The weight file (GGUF) or model directory (safetensors) that was loaded.
+    pub fn weights_path(&self) -> &Path {
+        &self.weights_path
+    }
+    /// "llama", "mistral", "qwen2" or "gguf-llama".
+    pub fn architecture(&self) -> &str {
+        &self.architecture
+    }
+    /// Rows of the embedding matrix (ids at or above it are rejected).
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+    /// The ids the model stops on by default: generation_config eos ∪ tokenizer eos.
+    pub fn eos_ids(&self) -> Vec<u32> {
+        self.eos_ids.clone()
+    }
+    /// Context length (max_position_embeddings / llama.context_length).
+    pub fn context_length(&self) -> usize {
+        self.context_length
+    }
+
+    /// Render a chat with the model's template (transformers semantics) and tokenize it with
+    /// add_special_tokens=false: (text, ids).
+    pub fn render_chat(
+        &self,
+        messages: &[serde_json::Value],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+    ) -> Result<(String, Vec<u32>)> {
+        let with_tools = tools.is_some();
+        let source = self.model.templates.select(with_tools).ok_or_else(|| {
+            Error::in_file(&self.model.root, "ships no chat template").hint(
+                "add chat_template.jinja (or tokenizer_config.json#chat_template) to the model directory",
+            )
+        })?;
+        let slot = usize::from(with_tools);
+        let template = self.templates[slot]
+            .get_or_init(|| ChatTemplate::new(&source.text))
+            .as_ref()
+            .map_err(|e| Error::in_file(&self.model.root, format!("{}: {e}", source.origin)))?;
+        let rendered = template
+            .render(&RenderRequest {
+                messages: messages.to_vec(),
+                tools: tools.cloned(),
+                add_generation_prompt,
+                special_tokens: self.model.special_tokens(),
+                ..Default::default()
+            })
+            .map_err(|e| Error::in_file(&self.model.root, format!("{}: {e}", source.origin)))?;
+        let ids = self.encode(&rendered.text)?;
+        Ok((rendered.text, ids))
+    }
+
+    /// Tokenize text without adding special tokens.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let enc = self
+            .tokenizer
+            .encode(text, false)
+            .map_err(|e| Error::input(format!("cannot tokenize: {e}")))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    /// Decode ids to text, skipping special tokens.
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.tokenizer
+            .decode(ids, true)
+            .map_err(|e| Error::input(format!("cannot decode token ids: {e}")))
+    }
+
+    /// Generate with a KV cache. `on_step` sees every token as it is produced; returning false
+    /// cancels the generation (finish_reason is then whatever ended it: Length).
+    pub fn generate(
+        &mut self,
+        req: &GenerateRequest,
+        on_step: &mut dyn FnMut(&TokenStep) -> bool,
+    ) -> Result<Generation> {
+        let prompt = &req.prompt_ids;
+        self.check_ids(prompt)?;
+        if prompt.len() > self.context_length {
+            return Err(Error::input(format!(
+                "the prompt has {} tokens; the model's context is {}",
+                prompt.len(),
+                self.context_length
+            )));
+        }
+        let mut stop_ids: BTreeSet<u32> = req.stop_token_ids.iter().copied().collect();
+        if !req.ignore_eos {
+            stop_ids.extend(self.eos_ids.iter().copied());
+        }
+        let mut sampler = Sampler::new(&req.sampling, self.vocab_size, prompt)?;
+        let mut detok = Detokenizer::new(&self.tokenizer, prompt, true)?;
+        let mut stops = StopText::new(&req.stop_strings);
+        let weights = &self.weights_path;
+        let fail = |e: candle_core::Error| {
+            Error::in_file(weights, format!("forward pass failed: {}", candle_msg(&e)))
+        };
+
+        let mut ids: Vec<u32> = Vec::with_capacity(req.max_tokens.min(4096));
+        let mut steps: Vec<TokenStep> = Vec::with_capacity(req.max_tokens.min(4096));
+        let mut text = String::new();
+        let mut finish = FinishReason::Length;
+        let mut pos = prompt.len();
+        if req.max_tokens == 0 || pos >= self.context_length {
+            return Ok(Generation {
+                prompt_tokens: prompt.len(),
+                ids,
+                text,
+                steps,
+                finish_reason: finish,
+            });
+        }
+        self.net.reset();
+        let mut logits = self.net.forward(prompt, 0).map_err(fail)?;
+        loop {
+            let lse = sampling::logsumexp(&logits)?;
+            let id = sampler.pick(&logits);
+            sampler.observe(id);
+            let logprob = logits
+                .get(id as usize)
+                .map_or(f32::NEG_INFINITY, |l| l - lse);
+            let top_logprobs = match req.top_logprobs {
+                Some(n) => sampling::top_logprobs(&logits, lse, n, &mut self.scratch),
+                None => Vec::new(),
+            };
+            ids.push(id);
+            // This token leaves no room for another one.
+            let out_of_room = ids.len() >= req.max_tokens || pos + 1 >= self.context_length;
+            let mut done = true;
+            let step_text = if stop_ids.contains(&id) {
+                finish = FinishReason::Stop;
+                stops.flush()
+            } else {
+                let piece = detok.push(id)?;
+                match stops.push(&piece) {
+                    StopOutcome::Stopped(before) => {
+                        finish = FinishReason::Stop;
+                        before
+                    }
+                    StopOutcome::Emit(mut t) => {
+                        if out_of_room {
+                            t.push_str(&stops.flush());
+                        } else {
+                            done = false;
+                        }
+                        t
+                    }
+                }
+            };
+            let step = TokenStep {
+                id,
+                text: step_text,
+                logprob,
+                top_logprobs,
+                at: Instant::now(),
+            };
+            text.push_str(&step.text);
+            let go_on = on_step(&step);
+            steps.push(step);
+            if done || !go_on {
+                break;
+            }
+            logits = self.net.forward(&[id], pos).map_err(fail)?;
+            pos += 1;
+        }
+        Ok(Generation {
+            prompt_tokens: prompt.len(),
+            ids,
+            text,
+            steps,
+            finish_reason: finish,
+        })
+    }
+
+    /// Logits of the last position from a full forward pass over `ids` without a cache (for
+    /// checking the cache).
+    pub fn last_logits_uncached(&mut self, ids: &[u32]) -> Result<Vec<f32>> {
+        self.check_ids(ids)?;
+        if ids.len() > self.context_length {
+            return Err(Error::input(format!(
+                "{} ids exceed the model's context of {}",
+                ids.len(),
+                self.context_length
+            )));
+        }
+        let weights = &self.weights_path;
+        self.net.forward_uncached(ids).map_err(|e| {
+            Error::in_file(weights, format!("forward pass failed: {}", candle_msg(&e)))
+        })
+    }
+
+    /// The logits `generate` sees: after prefilling `prompt`, then after each token of
+    /// `continuation` fed one at a time through the KV cache (`continuation.len() + 1` vectors).
+    pub fn cached_logits(&mut self, prompt: &[u32], continuation: &[u32]) -> Result<Vec<Vec<f32>>> {
+        self.check_ids(prompt)?;
+        if !continuation.is_empty() {
+            self.check_ids(continuation)?;
+        }
+        let total = prompt.len() + continuation.len();
+        if total > self.context_length {
+            return Err(Error::input(format!(
+                "{total} ids exceed the model's context of {}",
+                self.context_length
+            )));
+        }
+        let weights = &self.weights_path;
+        let fail = |e: candle_core::Error| {
+            Error::in_file(weights, format!("forward pass failed: {}", candle_msg(&e)))
+        };
+        self.net.reset();
+        let mut out = Vec::with_capacity(continuation.len() + 1);
+        out.push(self.net.forward(prompt, 0).map_err(fail)?);
+        for (k, &id) in continuation.iter().enumerate() {
+            out.push(self.net.forward(&[id], prompt.len() + k).map_err(fail)?);
+        }
+        Ok(out)
+    }
+
+    fn check_ids(&self, ids: &[u32]) -> Result<()> {
+        if ids.is_empty() {
+            return Err(Error::input("the prompt has no tokens"));
+        }
+        if let Some(bad) = ids.iter().find(|&&id| id as usize >= self.vocab_size) {
+            return Err(Error::input(format!(
+                "token id {bad} is outside the model's vocabulary of {}",
+                self.vocab_size
+            )));
+        }
+        Ok(())
+    }
+
+    /// The parts every loader ends with: tokenizer, eos ids, a smoke forward.
+    fn assemble(
+        model: ModelDir,
+        net: Net,
+        weights_path: PathBuf,
+        architecture: &str,
+        vocab_size: usize,
+        context_length: usize,
+        weight_eos: Vec<u32>,
+    ) -> Result<CandleModel> {
+        let tokenizer = match &model.tokenizer {
+            Some(t) => t.tokenizer.clone(),
+            None => {
+                let mut e = Error::in_file(
+                    &model.root,
+                    "has no tokenizer (tokenizer.json, or tokenizer metadata in the GGUF)",
+                );
+                if !model.notes.is_empty() {
+                    e = e.hint(model.notes.join("; "));
+                }
+                return Err(e);
+            }
+        };
+        let eos_ids = default_eos_ids(&model, &tokenizer, &weight_eos);
+        let mut m = CandleModel {
+            model,
+            tokenizer,
+            net,
+            weights_path,
+            architecture: architecture.to_string(),
+            vocab_size,
+            context_length,
+            eos_ids,
+            templates: [OnceLock::new(), OnceLock::new()],
+            scratch: Vec::new(),
+        };
+        // One token through the network now, so a malformed checkpoint fails at load.
+        let logits = m.last_logits_uncached(&[0])?;
+        if logits.len() != vocab_size {
+            return Err(Error::in_file(
+                &m.weights_path,
+                format!(
+                    "the network returns {} logits for a vocabulary of {vocab_size}",
+                    logits.len()
+                ),
+            ));
+        }
+        m.net.reset();
+        Ok(m)
+    }
+
+    fn from_safetensors(dir: ModelDir) -> Result<CandleModel> {
+        let root = dir.root.clone();
+        let config = dir.config.clone().ok_or_else(|| {
+            Error::in_file(&root, "has safetensors weights but no config.json")
+                .hint("a Hugging Face checkpoint needs its config.json next to the weights")
+        })?;
+        let model_type = config.model_type.clone().ok_or_else(|| {
+            Error::in_file(&config.path, "has no model_type")
+                .hint("set model_type (llama, mistral or qwen2)")
+        })?;
+        let arch = match model_type.as_str() {
+            "llama" => Arch::Llama,
+            "mistral" => Arch::Mistral,
+            "qwen2" => Arch::Qwen2,
+            other => {
+                return Err(Error::in_file(
+                    &config.path,
+                    format!("model_type \"{other}\" is not supported by the candle target"),
+                )
+                .hint("the candle target runs llama, mistral and qwen2 checkpoints, and llama-architecture GGUF files; use a server target for this model"))
+            }
+        };
+        let files = shard_files(&dir)?;
+        let shape = Hyper::read(&config, arch)?;
+        let st = {
+            // SAFETY: the files are mapped read-only; as with every mmap, changing them on disk
+            // while the model is loaded is undefined behaviour (candle's own loaders do this).
+            let mapped = unsafe { MmapedSafetensors::multi(&files) };
+            mapped.map_err(|e| {
+                let at = if files.len() == 1 {
+                    files[0].clone()
+                } else {
+                    root.clone()
+                };
+                Error::in_file(
+                    at,
+                    format!("cannot read the safetensors weights: {}", candle_msg(&e)),
+                )
+            })?
+        };
+        let tied = check_tensors(&st, &shape, &dir)?;
+        let vb = VarBuilder::from_backend(Box::new(st), DType::F32, Device::Cpu);
+        let built = |e: candle_core::Error| {
+            Error::in_file(
+                &root,
+                format!("cannot build the {model_type} model: {}", candle_msg(&e)),
+            )
+        };
+        let net = match arch {
+            Arch::Llama => {
+                let cfg = shape.llama_config(tied);
+                check_llama_shapes(&cfg).map_err(|p| Error::in_file(&config.path, p))?;
+                let model = load_llama(vb, &cfg).map_err(|e| {
+                    Error::in_file(&root, format!("cannot build the {model_type} model: {e}"))
+                })?;
+                let fresh =
+                    llama::Cache::new(true, DType::F32, &cfg, &Device::Cpu).map_err(built)?;
+                Net::Llama {
+                    model,
+                    fresh,
+                    live: None,
+                }
+            }
+            Arch::Mistral => {
+                Net::Mistral(mistral::Model::new(&shape.mistral_config(), vb).map_err(built)?)
+            }
+            Arch::Qwen2 => {
+                Net::Qwen2(qwen2::ModelForCausalLM::new(&shape.qwen2_config(), vb).map_err(built)?)
+            }
+        };
+        let ctx = shape.context_length();
+        Self::assemble(dir, net, root, &model_type, shape.vocab, ctx, Vec::new())
+    }
+
+    fn from_gguf(path: &Path, dir: ModelDir) -> Result<CandleModel> {
+        let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let ct = gguf_file::Content::read(&mut file).map_err(|e| {
+            Error::in_file(path, format!("cannot read the GGUF: {}", candle_msg(&e)))
+        })?;
+        let md_str = |k: &str| ct.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
+        let md_uint = |k: &str| ct.metadata.get(k).and_then(gguf_uint);
+        let arch = md_str("general.architecture").unwrap_or_default();
+        if arch != "llama" {
+            return Err(Error::in_file(
+                path,
+                format!("general.architecture is \"{arch}\"; the candle target runs llama-architecture GGUF files"),
+            )
+            .hint("use a server target (llama.cpp) for this file"));
+        }
+        let need = |k: &str| {
+            md_uint(k).filter(|&v| v > 0).ok_or_else(|| {
+                Error::in_file(
+                    path,
+                    format!("metadata {k} is missing or not a positive integer"),
+                )
+            })
+        };
+        let heads = need("llama.attention.head_count")?;
+        let kv_heads = need("llama.attention.head_count_kv")?;
+        let embd = need("llama.embedding_length")?;
+        need("llama.block_count")?;
+        let rope_dim = need("llama.rope.dimension_count")?;
+        if heads % kv_heads != 0
+            || embd % heads != 0
+            || rope_dim % 2 != 0
+            || rope_dim != embd / heads
+        {
+            return Err(Error::in_file(
+                path,
+                format!("inconsistent llama metadata: head_count {heads}, head_count_kv {kv_heads}, embedding_length {embd}, rope.dimension_count {rope_dim}"),
+            ));
+        }
+        let vocab = match ct.tensor_infos.get("token_embd.weight") {
+            Some(info) => match info.shape.dims() {
+                [v, e] if *e as u64 == embd => *v,
+                dims => {
+                    return Err(Error::in_file(
+                        path,
+                        format!("token_embd.weight has shape {dims:?}; expected [vocab, {embd}]"),
+                    ))
+                }
+            },
+            None => return Err(Error::in_file(path, "has no token_embd.weight tensor")),
+        };
+        let ctx = md_uint("llama.context_length")
+            .map_or(GGUF_MAX_POSITIONS, |c| (c as usize).min(GGUF_MAX_POSITIONS));
+        let weight_eos: Vec<u32> = [
+            "tokenizer.ggml.eos_token_id",
+            "tokenizer.ggml.eot_token_id",
+            "tokenizer.ggml.eom_token_id",
+        ]
+        .iter()
+        .filter_map(|k| md_uint(k))
+        .filter_map(|v| u32::try_from(v).ok())
+        .collect();
+        let model =
+            quantized_llama::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu).map_err(|e| {
+                Error::in_file(
+                    path,
+                    format!("cannot load the GGUF weights: {}", candle_msg(&e)),
+                )
+            })?;
+        Self::assemble(
+            dir,
+            Net::Gguf(model),
+            path.to_path_buf(),
+            "gguf-llama",
+            vocab,
+            ctx,
+            weight_eos,
+        )
+    }
+}
+
+fn gguf_uint(v: &gguf_file::Value) -> Option<u64> {
+    use gguf_file::Value as V;
+    match v {
+        V::U8(x) => Some(*x as u64),
+        V::U16(x) => Some(*x as u64),
+        V::U32(x) => Some(*x as u64),
+        V::U64(x) => Some(*x),
+        V::I8(x) => u64::try_from(*x).ok(),
+        V::I16(x) => u64::try_from(*x).ok(),
+        V::I32(x) => u64::try_from(*x).ok(),
+        V::I64(x) => u64::try_from(*x).ok(),
+        _ => None,
+    }
+}
+
+/// generation_config eos (config.json's when there is no generation_config) ∪ the tokenizer's
+/// eos token ∪ the GGUF's end-of-generation ids, in that order, without repeats.
+fn default_eos_ids(model: &ModelDir, tokenizer: &Tokenizer, weight_eos: &[u32]) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    let mut add = |id: u32| {
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    };
+    match &model.generation_config {
+        Some(g) if !g.eos_token_ids.is_empty() => g.eos_token_ids.iter().for_each(|&i| add(i)),
+        _ => {
+            if let Some(c) = &model.config {
+                c.eos_token_ids.iter().for_each(|&i| add(i));
+            }
+        }
+    }
+    if let Some(id) = model
+        .special_tokens()
+        .eos_token
+        .and_then(|t| tokenizer.token_to_id(&t))
+    {
+        add(id);
+    }
+    weight_eos.iter().for_each(|&i| add(i));
+    out
+}
+
+/// The safetensors files that hold the weights: the index's shards, else every top-level file.
+fn shard_files(dir: &ModelDir) -> Result<Vec<PathBuf>> {
+    if let Some(index) = &dir.shard_index {
+        if !index.missing_shards.is_empty() {
+            return Err(Error::in_file(
+                &index.path,
+                format!(
+                    "names shards that are not on disk: {}",
+                    index.missing_shards.join(", ")
+                ),
+            ));
+        }
+        let names: BTreeSet<&String> = index.weight_map.values().collect();
+        if names.is_empty() {
+            return Err(Error::in_file(&index.path, "has an empty weight_map"));
+        }
+        return Ok(names.into_iter().map(|n| dir.root.join(n)).collect());
+    }
+    let files: Vec<PathBuf> = dir
+        .weights
+        .iter()
+        .filter(|w| w.format == WeightFormat::Safetensors)
+        .map(|w| w.path.clone())
+        .collect();
+    if files.is_empty() {
+        return Err(Error::in_file(&dir.root, "holds no .safetensors files"));
+    }
+    Ok(files)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arch {
+    Llama,
+    Mistral,
+    Qwen2,
+}
+
+/// The hyper-parameters of config.json, checked.
+#[derive(Debug, Clone)]
+struct Hyper {
+    arch: Arch,
+    vocab: usize,
+    hidden: usize,
+    intermediate: usize,
+    layers: usize,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    max_positions: usize,
+    rms_norm_eps: f64,
+    rope_theta: f64,
+    rope_scaling: Option<llama::Llama3RopeConfig>,
+    tie_word_embeddings: bool,
+    hidden_act: candle_nn::Activation,
+    /// The sliding window when one is in force (the context is capped to it).
+    sliding_window: Option<usize>,
+    max_window_layers: usize,
+}
+
+struct Fields<'a> {
+    raw: &'a Value,
+    path: &'a Path,
+}
+
+impl Fields<'_> {
+    fn err(&self, key: &str, what: &str) -> Error {
+        Error::in_file(self.path, format!("{key}: {what}"))
+    }
+    fn uint(&self, key: &str) -> Result<Option<usize>> {
+        match self.raw.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .map(Some)
+                .ok_or_else(|| self.err(key, &format!("expected a non-negative integer, got {v}"))),
+        }
+    }
+    fn positive(&self, key: &str) -> Result<usize> {
+        match self.uint(key)? {
+            Some(n) if n > 0 => Ok(n),
+            Some(_) => Err(self.err(key, "must be greater than 0")),
+            None => Err(self.err(key, "is missing")),
+        }
+    }
+    fn float(&self, key: &str) -> Result<Option<f64>> {
+        match self.raw.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .map(Some)
+                .ok_or_else(|| self.err(key, &format!("expected a number, got {v}"))),
+        }
+    }
+    fn boolean(&self, key: &str) -> Result<Option<bool>> {
+        match self.raw.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(v) => Err(self.err(key, &format!("expected true or false, got {v}"))),
+        }
+    }
+}
+
+impl Hyper {
+    fn read(config: &ModelConfig, arch: Arch) -> Result<Hyper> {
+        let f = Fields {
+            raw: &config.raw,
+            path: &config.path,
+        };
+        let vocab = f.positive("vocab_size")?;
+        let hidden = f.positive("hidden_size")?;
+        let intermediate = f.positive("intermediate_size")?;
+        let layers = f.positive("num_hidden_layers")?;
+        let heads = f.positive("num_attention_heads")?;
+        let kv_heads = match f.uint("num_key_value_heads")? {
+            Some(0) => return Err(f.err("num_key_value_heads", "must be greater than 0")),
+            Some(n) => n,
+            None => heads,
+        };
+        if heads % kv_heads != 0 {
+            return Err(f.err(
+                "num_key_value_heads",
+                &format!("{kv_heads} does not divide num_attention_heads {heads}"),
+            ));
+        }
+        let default_head_dim = hidden / heads;
+        let head_dim = match f.uint("head_dim")? {
+            Some(d) if arch == Arch::Mistral && d > 0 => d,
+            Some(d) if d != default_head_dim => {
+                return Err(f.err(
+                    "head_dim",
+                    &format!("{d} differs from hidden_size / num_attention_heads = {default_head_dim}, which candle's {arch:?} requires"),
+                ))
+            }
+            _ => default_head_dim,
+        };
+        if arch != Arch::Mistral && hidden % heads != 0 {
+            return Err(f.err(
+                "hidden_size",
+                &format!("{hidden} is not a multiple of num_attention_heads {heads}"),
+            ));
+        }
+        if head_dim == 0 || head_dim % 2 != 0 {
+            return Err(f.err("head_dim", &format!("{head_dim} must be even and positive")));
+        }
+        let max_positions = match f.uint("max_position_embeddings")? {
+            Some(0) => return Err(f.err("max_position_embeddings", "must be greater than 0")),
+            Some(n) => n,
+            None if arch == Arch::Llama => 2048,
+            None => return Err(f.err("max_position_embeddings", "is missing")),
+        };
+        let rms_norm_eps = f.float("rms_norm_eps")?.unwrap_or(1e-6);
+        // transformers 5 moved rope_theta / rope_scaling into rope_parameters.
+        let rope_params = config.raw.get("rope_parameters").filter(|v| v.is_object());
+        let rope_theta = match f.float("rope_theta")? {
+            Some(t) => t,
+            None => rope_params
+                .and_then(|p| p.get("rope_theta"))
+                .and_then(Value::as_f64)
+                .unwrap_or(10_000.0),
+        };
+        let scaling = config
+            .raw
+            .get("rope_scaling")
+            .filter(|v| !v.is_null())
+            .or(rope_params);
+        let rope_scaling = match scaling {
+            None => None,
+            Some(s) => {
+                let kind = s
+                    .get("rope_type")
+                    .or_else(|| s.get("type"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("default");
+                match kind {
+                    "default" => None,
+                    "llama3" if arch == Arch::Llama => {
+                        let num = |k: &str| {
+                            s.get(k).and_then(Value::as_f64).ok_or_else(|| {
+                                f.err("rope_scaling", &format!("llama3 scaling needs {k}"))
+                            })
+                        };
+                        Some(llama::Llama3RopeConfig {
+                            factor: num("factor")? as f32,
+                            low_freq_factor: num("low_freq_factor")? as f32,
+                            high_freq_factor: num("high_freq_factor")? as f32,
+                            original_max_position_embeddings: num(
+                                "original_max_position_embeddings",
+                            )?
+                                as usize,
+                            rope_type: llama::Llama3RopeType::Llama3,
+                        })
+                    }
+                    other => {
+                        return Err(f.err(
+                            "rope_scaling",
+                            &format!("rope type \"{other}\" is not supported by candle's {arch:?}"),
+                        ))
+                    }
+                }
+            }
+        };
+        let tie_word_embeddings = f.boolean("tie_word_embeddings")?.unwrap_or(false);
+        let hidden_act = match config.raw.get("hidden_act").and_then(Value::as_str) {
+            None => candle_nn::Activation::Silu,
+            Some(a) => serde_json::from_value(Value::String(a.to_string()))
+                .map_err(|_| f.err("hidden_act", &format!("\"{a}\" is not supported")))?,
+        };
+        if arch == Arch::Llama {
+            if hidden_act != candle_nn::Activation::Silu {
+                return Err(f.err("hidden_act", "candle's Llama runs silu only"));
+            }
+            for key in ["attention_bias", "mlp_bias"] {
+                if f.boolean(key)? == Some(true) {
+                    return Err(f.err(key, "biases are not supported by candle's Llama"));
+                }
+            }
+        }
+        let sliding_window = match arch {
+            Arch::Llama => None,
+            Arch::Mistral => f.uint("sliding_window")?,
+            Arch::Qwen2 => {
+                if f.boolean("use_sliding_window")?.unwrap_or(false) {
+                    f.uint("sliding_window")?
+                } else {
+                    None
+                }
+            }
+        };
+        let max_window_layers = f.uint("max_window_layers")?.unwrap_or(layers);
+        Ok(Hyper {
+            arch,
+            vocab,
+            hidden,
+            intermediate,
+            layers,
+            heads,
+            kv_heads,
+            head_dim,
+            max_positions,
+            rms_norm_eps,
+            rope_theta,
+            rope_scaling,
+            tie_word_embeddings,
+            hidden_act,
+            sliding_window: sliding_window.filter(|&w| w > 0),
+            max_window_layers,
+        })
+    }
+
+    /// The context served exactly: candle applies sliding windows only inside one prefill,
+    /// so the context stops at the window.
+    fn context_length(&self) -> usize {
+        match self.sliding_window {
+            Some(w) => self.max_positions.min(w),
+            None => self.max_positions,
+        }
+    }
+
+    fn llama_config(&self, tied: bool) -> llama::Config {
+        llama::Config {
+            hidden_size: self.hidden,
+            intermediate_size: self.intermediate,
+            vocab_size: self.vocab,
+            num_hidden_layers: self.layers,
+            num_attention_heads: self.heads,
+            num_key_value_heads: self.kv_heads,
+            use_flash_attn: false,
+            rms_norm_eps: self.rms_norm_eps,
+            rope_theta: self.rope_theta as f32,
+            bos_token_id: None,
+            eos_token_id: None,
+            rope_scaling: self.rope_scaling.clone(),
+            max_position_embeddings: self.max_positions,
+            tie_word_embeddings: tied,
+        }
+    }
+
+    fn mistral_config(&self) -> mistral::Config {
+        mistral::Config {
+            vocab_size: self.vocab,
+            hidden_size: self.hidden,
+            intermediate_size: self.intermediate,
+            num_hidden_layers: self.layers,
+            num_attention_heads: self.heads,
+            head_dim: Some(self.head_dim),
+            num_key_value_heads: self.kv_heads,
+            hidden_act: self.hidden_act,
+            max_position_embeddings: self.max_positions,
+            rms_norm_eps: self.rms_norm_eps,
+            rope_theta: self.rope_theta,
+            // The context is capped to the window, so the window never masks anything.
+            sliding_window: None,
+            use_flash_attn: false,
+        }
+    }
+
+    fn qwen2_config(&self) -> qwen2::Config {
+        qwen2::Config {
+            vocab_size: self.vocab,
+            hidden_size: self.hidden,
+            intermediate_size: self.intermediate,
+            num_hidden_layers: self.layers,
+            num_attention_heads: self.heads,
+            num_key_value_heads: self.kv_heads,
+            max_position_embeddings: self.max_positions,
+            // Never reached: the context is at most the window (or there is none).
+            sliding_window: self.max_positions,
+            max_window_layers: self.max_window_layers,
+            tie_word_embeddings: self.tie_word_embeddings,
+            rope_theta: self.rope_theta,
+            rms_norm_eps: self.rms_norm_eps,
+            use_sliding_window: false,
+            hidden_act: self.hidden_act,
+        }
+    }
+
+    /// (name, shape) of every tensor the architecture loads; lm_head last.
+    fn expected(&self) -> Vec<(String, Vec<usize>)> {
+        let (h, i) = (self.hidden, self.intermediate);
+        let q = self.heads * self.head_dim;
+        let kv = self.kv_heads * self.head_dim;
+        let mut out = vec![
+            ("model.embed_tokens.weight".to_string(), vec![self.vocab, h]),
+            ("model.norm.weight".to_string(), vec![h]),
+        ];
+        for l in 0..self.layers {
+            let p = format!("model.layers.{l}");
+            let mut add = |n: &str, s: Vec<usize>| out.push((format!("{p}.{n}"), s));
+            add("input_layernorm.weight", vec![h]);
+            add("post_attention_layernorm.weight", vec![h]);
+            add("self_attn.q_proj.weight", vec![q, h]);
+            add("self_attn.k_proj.weight", vec![kv, h]);
+            add("self_attn.v_proj.weight", vec![kv, h]);
+            add("self_attn.o_proj.weight", vec![h, q]);
+            if self.arch == Arch::Qwen2 {
+                add("self_attn.q_proj.bias", vec![q]);
+                add("self_attn.k_proj.bias", vec![kv]);
+                add("self_attn.v_proj.bias", vec![kv]);
+            }
+            add("mlp.gate_proj.weight", vec![i, h]);
+            add("mlp.up_proj.weight", vec![i, h]);
+            add("mlp.down_proj.weight", vec![h, i]);
+        }
+        out.push(("lm_head.weight".to_string(), vec![self.vocab, h]));
+        out
+    }
+}
+
+/// Shapes candle's Llama would otherwise panic or fail on deep inside.
+fn check_llama_shapes(cfg: &llama::Config) -> std::result::Result<(), String> {
+    if cfg.num_attention_heads == 0
+        || cfg.num_key_value_heads == 0
+        || cfg.hidden_size % cfg.num_attention_heads != 0
+        || cfg.num_attention_heads % cfg.num_key_value_heads != 0
+        || (cfg.hidden_size / cfg.num_attention_heads) % 2 != 0
+        || cfg.vocab_size == 0
+        || cfg.max_position_embeddings == 0
+    {
+        return Err(format!(
+            "inconsistent Llama shape: hidden_size {}, num_attention_heads {}, num_key_value_heads {}, vocab_size {}, max_position_embeddings {}",
+            cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.vocab_size, cfg.max_position_embeddings
+        ));
+    }
+    Ok(())
+}
+
+/// Every tensor present with the shape config.json implies and a float dtype; returns whether
+/// the lm_head is tied to the embeddings (no lm_head.weight in the files).
+fn check_tensors(st: &MmapedSafetensors, hyper: &Hyper, dir: &ModelDir) -> Result<bool> {
+    let file_of = |name: &str| -> PathBuf {
+        if let Some(index) = &dir.shard_index {
+            if let Some(f) = index.weight_map.get(name) {
+                return dir.root.join(f);
+            }
+            return index.path.clone();
+        }
+        let files: Vec<&PathBuf> = dir
+            .weights
+            .iter()
+            .filter(|w| w.format == WeightFormat::Safetensors)
+            .map(|w| &w.path)
+            .collect();
+        match files.as_slice() {
+            [one] => (*one).clone(),
+            _ => dir.root.clone(),
+        }
+    };
+    let mut tied = hyper.tie_word_embeddings;
+    for (name, shape) in hyper.expected() {
+        let view = match st.get(&name) {
+            Ok(v) => v,
+            Err(_) if name == "lm_head.weight" => {
+                if hyper.tie_word_embeddings && hyper.arch != Arch::Mistral {
+                    tied = true;
+                    continue;
+                }
+                let why = if hyper.arch == Arch::Mistral {
+                    "candle's Mistral has no tied embeddings"
+                } else {
+                    "config.json does not set tie_word_embeddings"
+                };
+                return Err(Error::in_file(
+                    file_of(&name),
+                    format!("lm_head.weight is missing ({why})"),
+                ));
+            }
+            Err(_) => return Err(Error::in_file(
+                file_of(&name),
+                format!("tensor {name} is missing"),
+            )
+            .hint(
+                "the weights do not match config.json (wrong checkpoint, or an unsupported layout)",
+            )),
+        };
+        if view.shape() != shape.as_slice() {
+            return Err(Error::in_file(
+                file_of(&name),
+                format!(
+                    "tensor {name} has shape {:?}; config.json implies {:?}",
+                    view.shape(),
+                    shape
+                ),
+            ));
+        }
+        let dtype = format!("{:?}", view.dtype());
+        if !matches!(dtype.as_str(), "F32" | "F16" | "BF16" | "F64") {
+            return Err(Error::in_file(
+                file_of(&name),
+                format!("tensor {name} has dtype {dtype}; the candle target loads float weights (F32, F16, BF16)"),
+            ));
+        }
+    }
+    Ok(tied)
+}
