@@ -162,22 +162,45 @@ async fn chat(State(st): State<Arc<AppState>>, RawBody(body): RawBody) -> Respon
     }
 }
 
-async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError> {
-    let body = parse(&body)?;
-    let seed = Rng::from_time().next_u64();
-    let req = openai::parse_chat(&body, st.vocab_size, seed)?;
-    check_model(&st, req.common.model.as_deref())?;
-    let common = req.common;
+/// What a chat or completion request produced: a stream already under way, or a finished
+/// generation to shape into the endpoint's response.
+enum Outcome {
+    Streamed(Response),
+    Done(Box<Finished>),
+}
+
+struct Finished {
+    g: Generation,
+    prepared: Prepared,
+    meta: Meta,
+    stop_reason: Value,
+}
+
+/// The part chat and completions share: run the job, stream it or collect it.
+async fn run(
+    st: &Arc<AppState>,
+    kind: Kind,
+    common: &openai::Common,
+    prompt: Prompt,
+) -> Result<Outcome, ApiError> {
+    check_model(st, common.model.as_deref())?;
     let job = Job {
-        prompt: req.prompt,
+        prompt,
         params: common.params.clone(),
         want_steps: common.stream,
     };
-    let (prepared, rx) = start_job(&st, job).await?;
-    let meta = meta(&st, "chatcmpl");
+    let (prepared, rx) = start_job(st, job).await?;
+    let meta = meta(
+        st,
+        if kind == Kind::Chat {
+            "chatcmpl"
+        } else {
+            "cmpl"
+        },
+    );
     if common.stream {
         let spec = StreamSpec {
-            kind: Kind::Chat,
+            kind,
             meta,
             include_usage: common.include_usage,
             return_token_ids: common.return_token_ids,
@@ -187,7 +210,7 @@ async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError
             faults: st.faults.clone(),
             tokens: st.tokens.clone(),
         };
-        return Ok(sse::stream_response(spec, prepared, rx));
+        return Ok(Outcome::Streamed(sse::stream_response(spec, prepared, rx)));
     }
     let g = collect(rx).await?;
     let stop_reason = sse::stop_reason(
@@ -197,6 +220,27 @@ async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError
         &common.params.stop,
         st.tokens.as_ref(),
     );
+    Ok(Outcome::Done(Box::new(Finished {
+        g,
+        prepared,
+        meta,
+        stop_reason: json!(stop_reason),
+    })))
+}
+
+async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    let body = parse(&body)?;
+    let req = openai::parse_chat(&body, st.vocab_size, Rng::from_time().next_u64())?;
+    let common = req.common;
+    let Finished {
+        g,
+        prepared,
+        meta,
+        stop_reason,
+    } = match run(&st, Kind::Chat, &common, req.prompt).await? {
+        Outcome::Streamed(r) => return Ok(r),
+        Outcome::Done(f) => *f,
+    };
     let logprobs = match common.logprobs {
         Some(_) => json!({"content": chat_logprobs(&g.steps, st.tokens.as_ref())}),
         None => Value::Null,
@@ -235,39 +279,17 @@ async fn completions(State(st): State<Arc<AppState>>, RawBody(body): RawBody) ->
 
 async fn completions_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError> {
     let body = parse(&body)?;
-    let seed = Rng::from_time().next_u64();
-    let req = openai::parse_completion(&body, st.vocab_size, seed)?;
-    check_model(&st, req.common.model.as_deref())?;
+    let req = openai::parse_completion(&body, st.vocab_size, Rng::from_time().next_u64())?;
     let common = req.common;
-    let job = Job {
-        prompt: req.prompt,
-        params: common.params.clone(),
-        want_steps: common.stream,
+    let Finished {
+        g,
+        prepared,
+        meta,
+        stop_reason,
+    } = match run(&st, Kind::Completion, &common, req.prompt).await? {
+        Outcome::Streamed(r) => return Ok(r),
+        Outcome::Done(f) => *f,
     };
-    let (prepared, rx) = start_job(&st, job).await?;
-    let meta = meta(&st, "cmpl");
-    if common.stream {
-        let spec = StreamSpec {
-            kind: Kind::Completion,
-            meta,
-            include_usage: common.include_usage,
-            return_token_ids: common.return_token_ids,
-            logprobs: common.logprobs.is_some(),
-            stop: common.params.stop.clone(),
-            stop_token_ids: common.params.stop_token_ids.clone(),
-            faults: st.faults.clone(),
-            tokens: st.tokens.clone(),
-        };
-        return Ok(sse::stream_response(spec, prepared, rx));
-    }
-    let g = collect(rx).await?;
-    let stop_reason = sse::stop_reason(
-        &g,
-        &prepared,
-        &common.params.stop_token_ids,
-        &common.params.stop,
-        st.tokens.as_ref(),
-    );
     let logprobs = match common.logprobs {
         Some(_) => completion_logprobs(&g.steps, st.tokens.as_ref(), 0),
         None => Value::Null,
