@@ -134,9 +134,9 @@ Faults (--fault NAME, repeatable; each changes exactly what it says and nothing 
   nondeterministic      at temperature 0, pick the 2nd-best token at one random step (of the first
                         8) per request, with a time-seeded RNG [server: determinism]";
 
-/// A small splitmix64 generator; seeded from the clock and a process-wide counter so two
-/// requests in the same nanosecond still differ.
-pub struct Rng(u64);
+/// The sampler's seeded generator, seeded here from the clock and a process-wide counter so
+/// two requests in the same nanosecond still differ.
+pub struct Rng(crate::target::candle::sampling::Rng);
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -147,18 +147,14 @@ impl Rng {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let mut rng = Rng(nanos ^ n.wrapping_mul(0xA076_1D64_78BD_642F));
-        rng.next_u64();
-        rng
+        Rng(crate::target::candle::sampling::Rng::new(
+            nanos ^ n.wrapping_mul(0xA076_1D64_78BD_642F),
+        ))
     }
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
-    /// Uniform in 0..n (n > 0).
+    /// Uniform in 0..n (0 when n is 0).
     pub fn below(&mut self, n: usize) -> usize {
         if n == 0 {
             return 0;
