@@ -4,7 +4,7 @@
 //! the line and the key (serde `deny_unknown_fields` + the toml crate's spans).
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -23,6 +23,150 @@ pub struct SuiteFile {
     pub generation: GenerationSection,
     #[serde(default)]
     pub lock: LockSection,
+    /// What `chatgate gate` replays against (overridden by `--target`).
+    pub target: Option<TargetSection>,
+    /// The checkpoint the server should be serving, run locally as the reference.
+    pub reference: Option<ReferenceSection>,
+    /// The server boundary's probes.
+    #[serde(default)]
+    pub server: ServerSection,
+    /// Replayed prompts and their reviewed snapshots.
+    pub replay: Option<ReplaySection>,
+    /// Latency measurement and its baseline.
+    pub latency: Option<LatencySection>,
+    /// The client boundary: what the application is supposed to send.
+    pub client: Option<ClientSection>,
+}
+
+/// Where the gate sends requests.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSection {
+    /// `candle:DIR` (in-process) or the base URL of an OpenAI-compatible server
+    /// (`http://127.0.0.1:8000`; a trailing `/v1` is optional).
+    pub url: String,
+    /// The `model` field sent in requests (default: the served model directory's name).
+    pub model: Option<String>,
+    /// The environment variable that holds the API key (sent as a Bearer token; never printed).
+    pub api_key_env: Option<String>,
+    /// Seconds to wait for a connection (default 5).
+    pub connect_timeout_s: Option<f64>,
+    /// Seconds to wait for the next bytes of a response (default 30).
+    pub read_timeout_s: Option<f64>,
+    /// Seconds one request may take in all (default 120).
+    pub total_timeout_s: Option<f64>,
+    /// Fields merged into every request body (server-specific, e.g. `repeat_penalty = 1.0` for
+    /// llama-cpp-python, whose default is 1.1).
+    #[serde(default)]
+    pub extra_body: serde_json::Map<String, Value>,
+}
+
+/// The reference checkpoint: the behavioural fingerprint compares the server's greedy tokens
+/// and logprobs with a local candle run of this model.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceSection {
+    /// A model directory or .gguf file (relative to the suite file).
+    pub model: PathBuf,
+    /// Largest |server logprob − reference logprob| still counted as the same checkpoint
+    /// (default 0.05: quantized or batched kernels drift a little; another checkpoint does not).
+    pub logprob_tolerance: Option<f32>,
+}
+
+/// Probes of the server boundary.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// Repeats of each probe at temperature 0 for the determinism check (default 3).
+    pub repeats: Option<usize>,
+    /// Concurrent requests for the under-load determinism check (default 2).
+    pub concurrency: Option<usize>,
+    /// max_tokens of the probes (default 24).
+    pub max_tokens: Option<u32>,
+    /// Check ids whose warnings fail the gate here (e.g. `["server.include-usage"]`):
+    /// informative server quirks only fail a suite that asks for it.
+    #[serde(default)]
+    pub strict: Vec<String>,
+    /// Check ids to skip entirely (a known quirk this deployment accepts).
+    #[serde(default)]
+    pub skip: Vec<String>,
+}
+
+/// Replay: stable prompts against the target, diffed with reviewed snapshots.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplaySection {
+    /// JSONL of prompts (relative to the suite file); see `replay::prompts`.
+    pub prompts: PathBuf,
+    /// Where the reviewed snapshots live (default: `snapshots/<suite name>` beside the suite).
+    pub snapshots: Option<PathBuf>,
+    /// The comparator of prompts that name none (default "exact").
+    pub comparator: Option<crate::snapshot::Comparator>,
+    /// Defaults for prompts that do not set their own.
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub seed: Option<u64>,
+    /// Ask for this many top logprobs per token (default 2), so a token diff can tell numeric
+    /// drift from a behaviour change.
+    pub top_logprobs: Option<u8>,
+}
+
+/// Latency: closed-loop smoke measurement, compared with a stored baseline.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencySection {
+    /// Measured repeats of every prompt (default 3; METRICS.md asks for at least 3).
+    pub repeats: Option<usize>,
+    /// Requests in flight (closed loop; default 1).
+    pub concurrency: Option<usize>,
+    /// Unmeasured requests first (default 1).
+    pub warmup: Option<usize>,
+    /// Relative tolerance: a regression needs median_new > median_base × (1 + tolerance)
+    /// (default 1.0, i.e. twice as slow).
+    pub tolerance: Option<f64>,
+    /// Absolute floor in ms per metric, so a tiny model's sub-millisecond figures do not flag
+    /// scheduler noise (defaults: ttft 50, tpot 10, e2el 100).
+    pub min_regression_ms: Option<MetricMs>,
+    /// Confidence of the bootstrap interval of the median difference (default 0.95).
+    pub confidence: Option<f64>,
+    /// Bootstrap resamples (default 2000).
+    pub bootstrap: Option<usize>,
+    /// Service-level objectives in ms; goodput counts requests meeting all of them.
+    pub slo: Option<MetricMs>,
+    /// Fail the gate when less than this fraction of requests meets the SLOs (0..1).
+    pub min_slo_attainment: Option<f64>,
+}
+
+/// Milliseconds per metric.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricMs {
+    pub ttft: Option<f64>,
+    pub tpot: Option<f64>,
+    pub e2el: Option<f64>,
+}
+
+/// The client boundary's contract: what the application should send.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSection {
+    /// A recording made with `chatgate proxy --record FILE` (relative to the suite file).
+    pub recording: Option<PathBuf>,
+    /// The endpoint path the client must call (default "/v1/chat/completions").
+    pub endpoint: Option<String>,
+    /// The model name the client must send (default: the target's model).
+    pub model: Option<String>,
+    /// Request fields that must have exactly these values (e.g. `temperature = 0.2`).
+    #[serde(default)]
+    pub params: serde_json::Map<String, Value>,
+    /// Fields the client must send (e.g. `["max_tokens"]`).
+    #[serde(default)]
+    pub required: Vec<String>,
+    /// Fields the client must not send.
+    #[serde(default)]
+    pub forbidden: Vec<String>,
+    /// Whether the client must stream (unset: either).
+    pub stream: Option<bool>,
 }
 
 /// The serving side: the model directory the server loads, and how it renders and tokenizes.
@@ -107,6 +251,11 @@ pub struct Suite {
     pub sft_tokenizer: Option<PathBuf>,
     pub conversations_file: Option<PathBuf>,
     pub lock_path: PathBuf,
+    /// The folder holding this suite's reviewed snapshots and latency baselines.
+    pub snapshot_dir: PathBuf,
+    pub replay_prompts: Option<PathBuf>,
+    pub reference_model: Option<PathBuf>,
+    pub client_recording: Option<PathBuf>,
 }
 
 impl Suite {
@@ -157,6 +306,15 @@ impl Suite {
                 .as_ref()
                 .map(resolve)
                 .unwrap_or_else(|| base.join(format!("{stem}.lock.json"))),
+            snapshot_dir: file
+                .replay
+                .as_ref()
+                .and_then(|r| r.snapshots.as_ref())
+                .map(resolve)
+                .unwrap_or_else(|| base.join("snapshots").join(file.name.clone().unwrap_or_else(|| stem.clone()))),
+            replay_prompts: file.replay.as_ref().map(|r| resolve(&r.prompts)),
+            reference_model: file.reference.as_ref().map(|r| resolve(&r.model)),
+            client_recording: file.client.as_ref().and_then(|c| c.recording.as_ref()).map(resolve),
             file,
         })
     }

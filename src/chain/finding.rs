@@ -11,6 +11,13 @@ pub enum Boundary {
     Tokenizer,
     Template,
     GenerationConfig,
+    /// The server's API: schemas, SSE framing, usage, parity, determinism, errors, latency.
+    Server,
+    /// The application calling the server: endpoint, model, parameters, stream handling.
+    Client,
+    /// Replayed outputs against reviewed snapshots: a symptom, explained by the first broken
+    /// boundary when there is one.
+    Replay,
 }
 
 impl Boundary {
@@ -20,6 +27,9 @@ impl Boundary {
             Boundary::Tokenizer => "tokenizer",
             Boundary::Template => "template",
             Boundary::GenerationConfig => "generation-config",
+            Boundary::Server => "server",
+            Boundary::Client => "client",
+            Boundary::Replay => "replay",
         }
     }
 }
@@ -80,7 +90,7 @@ impl Finding {
 }
 
 /// All findings of a run, kept in chain order.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Findings(pub Vec<Finding>);
 
 impl Findings {
@@ -103,5 +113,15 @@ impl Findings {
             .iter()
             .filter(|f| f.severity == Severity::Error)
             .min_by_key(|f| f.boundary)
+    }
+    /// Error findings at boundaries after the first broken one: the symptoms it may explain.
+    pub fn downstream(&self) -> Vec<&Finding> {
+        let Some(first) = self.first_broken() else {
+            return Vec::new();
+        };
+        self.0
+            .iter()
+            .filter(|f| f.severity == Severity::Error && f.boundary > first.boundary)
+            .collect()
     }
 }

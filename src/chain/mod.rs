@@ -1,6 +1,7 @@
 //! The offline chain: one module per boundary, run in chain order
 //! (checkpoint → tokenizer → chat template → generation config).
 pub mod checkpoint;
+pub mod client;
 pub mod diff;
 pub mod finding;
 pub mod generation;
@@ -263,6 +264,7 @@ pub fn run_offline(ctx: &Context) -> Result<Findings> {
     findings.extend(tokenizer::check(ctx)?);
     findings.extend(template::check(ctx)?);
     findings.extend(generation::check(ctx)?);
+    findings.extend(client::check(ctx)?);
     findings.sort();
     Ok(findings)
 }

@@ -2,8 +2,10 @@
 //! outcomes to the exit-code contract (0 pass, 1 regression, 2 bad input, 3 unreachable).
 mod check;
 mod inspect;
+pub mod proxy;
 pub mod render;
 mod serve;
+pub mod snapshots;
 
 use std::path::PathBuf;
 
@@ -76,6 +78,14 @@ each fault changes exactly what it says and nothing else.",
         after_help = crate::serve::FAULTS_HELP
     )]
     Serve(serve::ServeArgs),
+    /// Review pending snapshots one by one: accept, reject or skip, with a coloured diff.
+    Review(snapshots::ReviewArgs),
+    /// Accept pending snapshots (.snap.new → .snap), all of a suite's or the named prompts'.
+    Accept(snapshots::AcceptArgs),
+    /// Reject pending snapshots (delete .snap.new), all of a suite's or the named prompts'.
+    Reject(snapshots::RejectArgs),
+    /// Sit between a real client and the server: record both sides, or send the client hostile-but-legal SSE.
+    Proxy(proxy::ProxyArgs),
 }
 
 #[derive(Clone, Copy, Debug, Default, ValueEnum, PartialEq, Eq)]
@@ -147,6 +157,10 @@ pub fn run(cli: Cli) -> i32 {
         Command::Check(a) => check::run_check(a),
         Command::Lock(a) => check::run_lock(a),
         Command::Serve(a) => serve::run(a),
+        Command::Review(a) => snapshots::run_review(a),
+        Command::Accept(a) => snapshots::run_accept(a),
+        Command::Reject(a) => snapshots::run_reject(a),
+        Command::Proxy(a) => proxy::run(a),
     };
     match result {
         Ok(code) => code,

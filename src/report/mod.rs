@@ -6,6 +6,12 @@ use serde_json::{json, Value};
 
 use crate::chain::{Findings, Severity};
 
+pub mod gate;
+pub mod html;
+pub mod junit;
+pub mod markdown;
+
+pub use gate::{GateReport, LatencyRow, LatencyTotals, PromptResult, PromptStatus};
 /// Colour when stdout is a terminal and NO_COLOR is unset (https://no-color.org).
 pub fn use_colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()

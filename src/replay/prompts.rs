@@ -1,0 +1,148 @@
+//! The replay prompt set: a JSONL file, one prompt a line.
+//!
+//! ```json
+//! {"id": "capital", "messages": [{"role": "user", "content": "What is the capital of France?"}],
+//!  "tags": ["facts"], "temperature": 0, "seed": 1, "max_tokens": 32, "stop": ["\n"],
+//!  "compare": {"similarity": 0.9}}
+//! ```
+//! `id` and `messages` are required; a single-turn prompt may give `"prompt": "text"` instead of
+//! `messages`. Everything else falls back to the suite's `[replay]` defaults.
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::record::ChatRequest;
+use crate::error::{Error, Result};
+use crate::snapshot::Comparator;
+use crate::suite::ReplaySection;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Row {
+    id: String,
+    messages: Option<Vec<Value>>,
+    prompt: Option<String>,
+    tools: Option<Vec<Value>>,
+    #[serde(default)]
+    tags: Vec<String>,
+    temperature: Option<f64>,
+    seed: Option<u64>,
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    stop: Vec<String>,
+    compare: Option<Comparator>,
+}
+
+/// Sampling settings of one prompt, after the suite's defaults were applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptSettings {
+    pub temperature: f64,
+    pub seed: u64,
+    pub max_tokens: u32,
+    pub stop: Vec<String>,
+    pub top_logprobs: u8,
+}
+
+/// One replay prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prompt {
+    pub id: String,
+    pub messages: Vec<Value>,
+    pub tools: Option<Vec<Value>>,
+    pub tags: Vec<String>,
+    pub settings: PromptSettings,
+    pub compare: Comparator,
+}
+
+impl Prompt {
+    /// The request this prompt sends (not streamed; the caller decides).
+    pub fn request(&self) -> ChatRequest {
+        ChatRequest {
+            messages: self.messages.clone(),
+            tools: self.tools.clone(),
+            max_tokens: Some(self.settings.max_tokens),
+            temperature: Some(self.settings.temperature),
+            seed: Some(self.settings.seed),
+            stop: self.settings.stop.clone(),
+            top_logprobs: Some(self.settings.top_logprobs),
+            ..ChatRequest::default()
+        }
+    }
+}
+
+/// Default max_tokens of a replayed prompt.
+pub const DEFAULT_MAX_TOKENS: u32 = 48;
+
+/// Read and validate the prompt file (ids unique and usable as file names).
+pub fn load(path: &Path, defaults: &ReplaySection) -> Result<Vec<Prompt>> {
+    let text = crate::error::read_to_string(path)?;
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || line.trim_start().starts_with("//") {
+            continue;
+        }
+        let at = |msg: String| Error::in_file(path, format!("line {}: {msg}", i + 1));
+        let row: Row = serde_json::from_str(line).map_err(|e| {
+            at(format!("not a prompt: {e}")).hint(
+                "each line is {\"id\": \"...\", \"messages\": [...]} or {\"id\": \"...\", \"prompt\": \"...\"}, \
+                 with optional tags, temperature, seed, max_tokens, stop and compare",
+            )
+        })?;
+        if !valid_id(&row.id) {
+            return Err(at(format!("prompt id {:?} must be 1-100 characters of letters, digits, '-', '_' or '.', not starting with '.'", row.id)));
+        }
+        if !seen.insert(row.id.clone()) {
+            return Err(at(format!("prompt id {:?} is used twice", row.id)));
+        }
+        let messages = match (row.messages, row.prompt) {
+            (Some(m), None) if !m.is_empty() => m,
+            (None, Some(p)) => vec![json!({"role": "user", "content": p})],
+            (Some(_), Some(_)) => return Err(at("give `messages` or `prompt`, not both".into())),
+            _ => return Err(at("a prompt needs `messages` (a non-empty list) or `prompt`".into())),
+        };
+        let settings = PromptSettings {
+            temperature: row.temperature.or(defaults.temperature).unwrap_or(0.0),
+            seed: row.seed.or(defaults.seed).unwrap_or(0),
+            max_tokens: row
+                .max_tokens
+                .or(defaults.max_tokens)
+                .unwrap_or(DEFAULT_MAX_TOKENS),
+            stop: row.stop,
+            top_logprobs: defaults.top_logprobs.unwrap_or(2),
+        };
+        if !(0.0..=2.0).contains(&settings.temperature) {
+            return Err(at(format!("temperature {} is outside 0..2", settings.temperature)));
+        }
+        if settings.max_tokens == 0 {
+            return Err(at("max_tokens must be at least 1".into()));
+        }
+        out.push(Prompt {
+            id: row.id,
+            messages,
+            tools: row.tools,
+            tags: row.tags,
+            settings,
+            compare: row
+                .compare
+                .or_else(|| defaults.comparator.clone())
+                .unwrap_or_default(),
+        });
+    }
+    if out.is_empty() {
+        return Err(Error::in_file(path, "the prompt file has no prompts"));
+    }
+    Ok(out)
+}
+
+/// Prompt ids become file names: keep them portable.
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 100
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}

@@ -1,0 +1,1 @@
+//! html report of a gate run.

@@ -1,0 +1,1 @@
+//! junit report of a gate run.

@@ -1,0 +1,1 @@
+//! markdown report of a gate run.

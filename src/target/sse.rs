@@ -1,0 +1,1 @@
+//! An incremental Server-Sent Events reader (the WHATWG event-stream format).
