@@ -81,6 +81,8 @@ pub struct ServerSection {
     pub repeats: Option<usize>,
     /// Concurrent requests for the under-load determinism check (default 2).
     pub concurrency: Option<usize>,
+    /// How many replay prompts probe the server (default 4; greedy prompts without stop strings).
+    pub probes: Option<usize>,
     /// max_tokens of the probes (default 24).
     pub max_tokens: Option<u32>,
     /// Check ids whose warnings fail the gate here (e.g. `["server.include-usage"]`):

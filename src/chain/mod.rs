@@ -6,6 +6,7 @@ pub mod diff;
 pub mod finding;
 pub mod generation;
 pub mod lock;
+pub mod online;
 pub mod probe;
 pub mod template;
 pub mod tokenizer;

@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand; this file holds the clap definitions and maps
 //! outcomes to the exit-code contract (0 pass, 1 regression, 2 bad input, 3 unreachable).
 mod check;
+pub mod gate;
 mod inspect;
 pub mod proxy;
 pub mod render;
@@ -78,6 +79,23 @@ each fault changes exactly what it says and nothing else.",
         after_help = crate::serve::FAULTS_HELP
     )]
     Serve(serve::ServeArgs),
+    /// The pre-deploy gate: offline chain, online chain, replay against snapshots, latency; one report.
+    #[command(
+        long_about = "Run a suite's whole gate and print one report ordered by boundary:
+  1. the offline chain (checkpoint → tokenizer → template → generation config, as `chatgate check`);
+  2. the online chain when the target is a server: what it says it serves and a behavioural fingerprint against the [reference] checkpoint, its own prompt ids vs the local render, stops and sampling as it applies them, and its API (schemas, SSE and [DONE], usage, stream parity, determinism alone and under load, max_tokens, stop, bad requests);
+  3. the replay: [replay] prompts against the target, compared with the reviewed snapshots under snapshots/<suite>/ (a change is written as .snap.new beside the accepted file, never over it);
+  4. latency ([latency]): TTFT, TPOT, ITL, E2EL… as METRICS.md defines them, against the stored baseline, noise-aware.
+
+The report names the FIRST broken boundary and the downstream symptoms it may explain.
+Exit 0 pass, 1 regression, 2 bad input, 3 target unreachable or timed out.",
+        after_help = "Examples:
+  chatgate gate suites/smoke.toml                                   the embedded model in-process
+  chatgate gate suites/smoke.toml --target http://127.0.0.1:8000    a running server
+  chatgate gate suites/smoke.toml --markdown "$GITHUB_STEP_SUMMARY" --junit gate.xml
+  chatgate review suites/smoke.toml                                 then review what changed"
+    )]
+    Gate(gate::GateArgs),
     /// Review pending snapshots one by one: accept, reject or skip, with a coloured diff.
     Review(snapshots::ReviewArgs),
     /// Accept pending snapshots (.snap.new → .snap), all of a suite's or the named prompts'.
@@ -149,6 +167,14 @@ pub struct LockArgs {
     pub update: bool,
 }
 
+/// The async runtime of the networked commands.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| crate::error::Error::input(format!("cannot start the async runtime: {e}")))
+}
+
 /// Run the CLI; returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
     let result: Result<i32> = match cli.command {
@@ -157,6 +183,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Check(a) => check::run_check(a),
         Command::Lock(a) => check::run_lock(a),
         Command::Serve(a) => serve::run(a),
+        Command::Gate(a) => gate::run(a),
         Command::Review(a) => snapshots::run_review(a),
         Command::Accept(a) => snapshots::run_accept(a),
         Command::Reject(a) => snapshots::run_reject(a),

@@ -95,3 +95,99 @@ pub fn json(subject: Value, findings: &Findings) -> Value {
         "findings": findings.0,
     })
 }
+
+/// The gate's human report: findings by boundary, then the replay and latency sections, then
+/// the verdict naming the first broken boundary and the downstream symptoms it may explain.
+pub fn gate_terminal(r: &GateReport, colour: bool) -> String {
+    let p = Paint(colour);
+    let title = format!("chatgate gate {} — target {}", r.suite_file, r.target);
+    let mut out = terminal(&title, &r.findings, colour);
+    // `terminal` ends with its verdict line; the gate's verdict comes last, after the details.
+    if let Some(cut) = out.trim_end().rfind('\n') {
+        out.truncate(cut + 1);
+    }
+    if !r.prompts.is_empty() {
+        out.push_str(&format!("\n{}\n", p.on("1", "replay")));
+        for pr in &r.prompts {
+            let mark = match pr.status {
+                PromptStatus::Pass => p.on("32", "  ok "),
+                PromptStatus::Changed => p.on("1;31", "DIFF "),
+                PromptStatus::New => p.on("33", " NEW "),
+                PromptStatus::Error => p.on("1;31", " ERR "),
+            };
+            let class = pr.determinism.as_deref().map(|d| format!(" [{d}]")).unwrap_or_default();
+            out.push_str(&format!("  {mark} {:<20} {:<24} {}{class}\n", pr.id, pr.comparator, pr.detail));
+            if let Some(diff) = &pr.diff {
+                for line in diff.lines() {
+                    let painted = match line.chars().next() {
+                        Some('+') => p.on("32", line),
+                        Some('-') => p.on("31", line),
+                        _ => line.to_string(),
+                    };
+                    out.push_str(&format!("        {painted}\n"));
+                }
+            }
+        }
+    }
+    if !r.latency.is_empty() {
+        out.push_str(&format!(
+            "\n{}  (ms; p50/p90/p99 numpy-linear; baseline = stored median)\n",
+            p.on("1", "latency")
+        ));
+        out.push_str(&format!(
+            "  {:<6} {:>5} {:>9} {:>9} {:>9} {:>9}  {}\n",
+            "metric", "n", "p50", "p90", "p99", "base p50", "verdict"
+        ));
+        for l in &r.latency {
+            let base = l.baseline_p50.map(|b| format!("{b:.2}")).unwrap_or_else(|| "-".into());
+            let verdict = if l.verdict.starts_with("regression") { p.on("1;31", &l.verdict) } else { l.verdict.clone() };
+            out.push_str(&format!(
+                "  {:<6} {:>5} {:>9.2} {:>9.2} {:>9.2} {:>9}  {}\n",
+                l.metric, l.n, l.p50, l.p90, l.p99, base, verdict
+            ));
+        }
+        if let Some(t) = &r.latency_totals {
+            out.push_str(&format!(
+                "  {} requests, {} errors, {:.1} s; output {:.1} tok/s{}{}; client overhead {:.1} µs/event\n",
+                t.requests,
+                t.errors,
+                t.duration_s,
+                t.output_throughput,
+                t.goodput.map(|g| format!(", goodput {g:.2} req/s")).unwrap_or_default(),
+                t.slo_attainment.map(|a| format!(", SLO attainment {:.0}%", a * 100.0)).unwrap_or_default(),
+                t.client_overhead_us_per_event
+            ));
+        }
+    }
+    out.push('\n');
+    out.push_str(&gate_verdict(r, &p));
+    out.push('\n');
+    out
+}
+
+fn gate_verdict(r: &GateReport, p: &Paint) -> String {
+    let took = format!("{:.1} s", r.duration_s);
+    if r.exit_code == 3 {
+        return format!("{} — the target could not be reached or timed out ({took})", p.on("1;31", "UNREACHABLE"));
+    }
+    let mut line = verdict_line(&r.findings, p);
+    line.push_str(&format!(" in {took}"));
+    let downstream = r.findings.downstream();
+    if !downstream.is_empty() {
+        let mut checks: Vec<&str> = downstream.iter().map(|f| f.check).collect();
+        checks.dedup();
+        line.push_str(&format!("\n  downstream symptoms it may explain: {}", checks.join(", ")));
+    }
+    line
+}
+
+/// The gate's machine report: the whole `GateReport`, plus the verdict fields `check` has.
+pub fn gate_json(r: &GateReport) -> Value {
+    let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut v {
+        m.insert("verdict".into(), json!(match r.exit_code { 0 => "pass", 3 => "unreachable", _ => "fail" }));
+        m.insert("first_broken".into(), json!(r.findings.first_broken().map(|f| json!({"boundary": f.boundary, "check": f.check, "message": f.message}))));
+        m.insert("downstream".into(), json!(r.findings.downstream().iter().map(|f| f.check).collect::<Vec<_>>()));
+    }
+    v
+}

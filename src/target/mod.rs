@@ -3,6 +3,8 @@
 //!
 //! OWNER NOTE: the public API in this file is fixed; the candle implementation lives in candle.rs.
 pub mod candle;
+pub mod local;
+pub mod spec;
 pub mod openai;
 pub mod sse;
 

@@ -282,15 +282,20 @@ pub fn write_model_dir(
         &dir.join("special_tokens_map.json"),
         &tok::special_tokens_map(flavor.eos),
     )?;
-    // Only ids: no sampling defaults (transformers' defaults then mean greedy decoding).
-    write_json(
-        &dir.join("generation_config.json"),
-        &json!({
-            "bos_token_id": tok::ENDOFTEXT_ID,
-            "eos_token_id": flavor.gen_eos,
-            "pad_token_id": tok::ENDOFTEXT_ID
-        }),
-    )?;
+    // The chat model ships sampling defaults, as released chat models do (Qwen2.5: 0.7/0.8):
+    // servers that apply them silently over a request (vllm#15241) are a real fault class.
+    // The base model ships only ids (transformers' defaults then mean greedy decoding).
+    let mut gen = json!({
+        "bos_token_id": tok::ENDOFTEXT_ID,
+        "eos_token_id": flavor.gen_eos,
+        "pad_token_id": tok::ENDOFTEXT_ID
+    });
+    if flavor.name == "tiny-chat" {
+        gen["do_sample"] = json!(true);
+        gen["temperature"] = json!(0.7);
+        gen["top_p"] = json!(0.9);
+    }
+    write_json(&dir.join("generation_config.json"), &gen)?;
     write_gguf(
         &dir.join("model.gguf"),
         cfg,

@@ -1,0 +1,175 @@
+//! Boundary 1 online: is the server running the checkpoint we trained? What it says it serves
+//! (identity against the lock), and what it does: the log-probabilities it reports for its own
+//! tokens against a local candle run of the reference checkpoint on the same prompt ids.
+use super::{reply_ids, Observed, Online, ProbeRun};
+use crate::chain::{Boundary::Checkpoint, Finding, Severity};
+use crate::replay::Record;
+
+/// Tokens of each reply compared with the reference.
+const FINGERPRINT_TOKENS: usize = 16;
+/// Default largest |server − reference| logprob for the same checkpoint.
+const DEFAULT_TOLERANCE: f32 = 0.05;
+/// Below this margin between the reference's top two tokens, a different greedy pick is
+/// numeric drift, not another checkpoint.
+const DRIFT_MARGIN: f32 = 0.1;
+
+pub async fn check(online: &Online<'_>, obs: &Observed) -> Vec<Finding> {
+    let mut out = vec![identity(online, obs)];
+    out.push(fingerprint(online, obs).await);
+    out
+}
+
+/// What the server reports about its weights, against the lock.
+fn identity(online: &Online, obs: &Observed) -> Finding {
+    let fp = obs
+        .runs
+        .iter()
+        .find_map(|r| r.main().and_then(|m| m.system_fingerprint.clone()));
+    let lock = online.ctx.lock.as_ref();
+    // chatgate serve reports `fp_` + the first 12 hex digits of the weights' total sha256.
+    if let (Some(fp), Some(lock)) = (&fp, lock) {
+        if let Some(hex) = fp.strip_prefix("fp_").filter(|h| h.len() >= 8 && h.chars().all(|c| c.is_ascii_hexdigit())) {
+            if lock.weights.total.starts_with(hex) {
+                return Finding::pass(Checkpoint, "checkpoint.server-identity", "the server's system_fingerprint matches the locked weights")
+                    .with("system_fingerprint", fp);
+            }
+            return Finding::new(Checkpoint, "checkpoint.server-identity", Severity::Error, "the server reports other weights than the lock pins")
+                .with("system_fingerprint", fp)
+                .with("locked weights", &lock.weights.total[..12.min(lock.weights.total.len())]);
+        }
+    }
+    if let (Some(path), Some(lock)) = (
+        obs.props.as_ref().and_then(|p| p.get("model_path")).and_then(|v| v.as_str()),
+        lock,
+    ) {
+        let name = std::path::Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let known = lock.weights.files.iter().any(|f| f.name == name);
+        return Finding::new(
+            Checkpoint,
+            "checkpoint.server-identity",
+            if known { Severity::Pass } else { Severity::Warning },
+            if known { "the server's model file has the locked file's name (names are not content: the fingerprint decides)" } else { "the server's model file is not one the lock names" },
+        )
+        .with("server model_path", path);
+    }
+    let mut f = Finding::new(Checkpoint, "checkpoint.server-identity", Severity::Info, "the server reports no checkpoint identity the lock can be compared with; the behavioural fingerprint decides");
+    if let Some(fp) = fp {
+        f = f.with("system_fingerprint", fp);
+    }
+    f
+}
+
+/// The behavioural fingerprint: the reference's logprobs of the server's own tokens.
+async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
+    const ID: &str = "checkpoint.fingerprint";
+    let Some(reference) = online.reference else {
+        return Finding::new(Checkpoint, ID, Severity::Info, "the suite names no [reference] model: the served checkpoint's behaviour is not fingerprinted");
+    };
+    let tol = online
+        .ctx
+        .suite
+        .file
+        .reference
+        .as_ref()
+        .and_then(|r| r.logprob_tolerance)
+        .unwrap_or(DEFAULT_TOLERANCE);
+    let mut compared = 0;
+    let mut inconclusive = Vec::new();
+    let mut worst: Option<(f32, String)> = None;
+    let mut drift = Vec::new();
+    for run in &obs.runs {
+        let Some(main) = run.main() else { continue };
+        let Some(prompt) = run.confirmed_prompt() else {
+            inconclusive.push(run.probe.id.clone());
+            continue;
+        };
+        let Some(ids) = reply_ids(main, online) else { continue };
+        let ids: Vec<u32> = ids.into_iter().take(FINGERPRINT_TOKENS).collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let Ok(scored) = reference.score(prompt.to_vec(), ids.clone()).await else {
+            inconclusive.push(run.probe.id.clone());
+            continue;
+        };
+        compared += 1;
+        match compare_run(run, main, &scored, tol, reference) {
+            Verdict::Same => {}
+            Verdict::Drift(d) => drift.push(d),
+            Verdict::Different(gap, detail) => {
+                if worst.as_ref().is_none_or(|(g, _)| gap > *g) {
+                    worst = Some((gap, detail));
+                }
+            }
+        }
+    }
+    if let Some((_, detail)) = worst {
+        return Finding::new(Checkpoint, ID, Severity::Error, "the server behaves like another checkpoint than the reference")
+            .with("first difference", detail)
+            .with("reference", reference.path().display())
+            .with("tolerance", format!("{tol} nats"));
+    }
+    if compared == 0 {
+        let mut f = Finding::new(Checkpoint, ID, Severity::Warning, "no probe could be fingerprinted: the server's prompt ids could not be confirmed (no tokenize endpoint, and usage.prompt_tokens differs from the local render)");
+        if !inconclusive.is_empty() {
+            f = f.with("probes", inconclusive.join(", "));
+        }
+        return f;
+    }
+    let mut f = Finding::pass(Checkpoint, ID, format!("{compared} probe(s) match the reference checkpoint {}", reference.path().display()));
+    if !drift.is_empty() {
+        f = Finding::new(Checkpoint, ID, Severity::Warning, "the server's greedy tokens differ from the reference's only where the reference's top two candidates are nearly tied (numeric drift)")
+            .with("where", drift.join("; "));
+    }
+    f
+}
+
+enum Verdict {
+    Same,
+    Drift(String),
+    Different(f32, String),
+}
+
+/// With server logprobs: each token's logprob must match the reference's within `tol`
+/// (sampling does not matter: the reference scores the server's own choices). Without them:
+/// the server's temperature-0 tokens must be the reference's argmax, unless nearly tied.
+fn compare_run(
+    run: &ProbeRun,
+    main: &Record,
+    scored: &[crate::target::local::Scored],
+    tol: f32,
+    reference: &crate::target::local::CandleTarget,
+) -> Verdict {
+    let id = &run.probe.id;
+    if let Some(lps) = &main.logprobs {
+        for (k, (lp, s)) in lps.iter().zip(scored).enumerate() {
+            let gap = (lp.logprob - s.logprob).abs();
+            if gap.is_finite() && gap > tol || (lp.logprob.is_finite() != s.logprob.is_finite()) {
+                return Verdict::Different(
+                    gap,
+                    format!(
+                        "probe {id}, token {k} {:?}: server logprob {:.3}, reference {:.3}",
+                        lp.token, lp.logprob, s.logprob
+                    ),
+                );
+            }
+        }
+        return Verdict::Same;
+    }
+    for (k, s) in scored.iter().enumerate() {
+        if s.id != s.argmax {
+            let margin = s.argmax_logprob - s.logprob;
+            let detail = format!(
+                "probe {id}, token {k}: server chose {:?}, the reference's greedy choice is {:?} (margin {margin:.3} nats; the server reports no logprobs, so sampling and another checkpoint look alike)",
+                reference.decode_token(s.id),
+                reference.decode_token(s.argmax)
+            );
+            return if margin < DRIFT_MARGIN {
+                Verdict::Drift(detail)
+            } else {
+                Verdict::Different(margin, detail)
+            };
+        }
+    }
+    Verdict::Same
+}

@@ -1,0 +1,140 @@
+//! Boundary 4 online: the generation settings the server really applies — does it stop where
+//! the checkpoint ends its turn, does it honour temperature 0, and which defaults does it say
+//! it uses?
+use serde_json::Value;
+
+use super::{Observed, Online, ProbeRun};
+use crate::chain::{Boundary::GenerationConfig as Gen, Finding, Severity};
+
+pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
+    let mut out = vec![stops(online, obs), sampling(obs)];
+    out.extend(defaults(online, obs));
+    out
+}
+
+/// The server must stop where the reference checkpoint ends its turn.
+fn stops(online: &Online, obs: &Observed) -> Finding {
+    const ID: &str = "generation.server-stop";
+    let mut compared = 0;
+    for run in &obs.runs {
+        let Some(main) = run.main() else { continue };
+        let Some(reference) = &run.reference else {
+            // No reference: the tell-tale of a missing terminator is its text in the reply.
+            if let Some(tok) = leaked_terminator(online, &main.text) {
+                return Finding::new(Gen, ID, Severity::Error, format!("the reply contains the turn terminator {tok:?} as text: the server does not stop on it"))
+                    .with("probe", &run.probe.id)
+                    .with("reply", super::show(&main.text));
+            }
+            continue;
+        };
+        compared += 1;
+        let server_ran_on = main.finish_reason.as_deref() == Some("length")
+            && reference.finish_reason.as_deref() == Some("stop")
+            && main.text.starts_with(reference.text.as_str());
+        if server_ran_on {
+            let terminator = reference
+                .token_ids
+                .as_ref()
+                .and_then(|ids| ids.last())
+                .map(|&id| online.reference.map(|r| r.decode_token(id)).unwrap_or_default())
+                .unwrap_or_default();
+            return Finding::new(Gen, ID, Severity::Error, "the server runs past the end of the assistant turn: the turn terminator is not in its stop set")
+                .with("probe", &run.probe.id)
+                .with("reference stops on", format!("{terminator:?} after {}", super::show(&reference.text)))
+                .with("server reply", super::show(&main.text))
+                .with("server finish_reason", "length");
+        }
+    }
+    if compared == 0 {
+        return Finding::new(Gen, ID, Severity::Info, "no reference run to compare the server's stops with (set [reference] model)");
+    }
+    Finding::pass(Gen, ID, format!("the server stops where the reference does on {compared} probe(s)"))
+}
+
+fn leaked_terminator(online: &Online, text: &str) -> Option<String> {
+    let special = online.ctx.model.special_tokens();
+    let found = [special.eos_token.as_deref(), Some("<|im_end|>"), Some("<|eot_id|>"), Some("</s>")]
+        .into_iter()
+        .flatten()
+        .find(|t| !t.is_empty() && text.contains(t))
+        .map(str::to_string);
+    found
+}
+
+/// Temperature 0 must be greedy: the seed must not change the reply, and each chosen token
+/// must be the most likely one the server itself reports. A server that applies its own
+/// sampling defaults over the request (vllm#15241) fails here, seeded and therefore stable.
+fn sampling(obs: &Observed) -> Finding {
+    const ID: &str = "generation.sampling-honoured";
+    // Unstable same-seed replies are the server's nondeterminism, judged at the server boundary.
+    if obs.runs.iter().any(|r| r.determinism() == Some(super::Determinism::Sampled)) {
+        return Finding::new(Gen, ID, Severity::Info, "identical requests already differ (see server.determinism): whether the seed steers temperature 0 cannot be told apart");
+    }
+    for run in &obs.runs {
+        let (Some(main), Some(Ok(other))) = (run.main(), &run.other_seed) else { continue };
+        if main.text != other.text {
+            return Finding::new(Gen, ID, Severity::Error, "temperature 0 is not honoured: another seed gives another reply, so the server samples (it applies its own sampling defaults over the request)")
+                .with("probe", &run.probe.id)
+                .with("seed A", super::show(&main.text))
+                .with("seed B", super::show(&other.text));
+        }
+        if let Some(detail) = not_greedy(run) {
+            return Finding::new(Gen, ID, Severity::Error, "temperature 0 is not honoured: the server picked a token that is not its own most likely one")
+                .with("probe", &run.probe.id)
+                .with("where", detail);
+        }
+    }
+    Finding::pass(Gen, ID, "temperature 0 replies are greedy and independent of the seed")
+}
+
+/// The first step where the chosen token is less likely than the server's own top candidate.
+fn not_greedy(run: &ProbeRun) -> Option<String> {
+    let lps = run.main()?.logprobs.as_ref()?;
+    lps.iter().enumerate().find_map(|(k, lp)| {
+        let best = lp.top.iter().map(|t| t.logprob).fold(f32::NEG_INFINITY, f32::max);
+        (best - lp.logprob > 1e-3).then(|| {
+            format!("token {k} {:?} (logprob {:.3}; the server's top candidate has {best:.3})", lp.token, lp.logprob)
+        })
+    })
+}
+
+/// Defaults the server reveals (llama.cpp /props) against generation_config.json.
+fn defaults(online: &Online, obs: &Observed) -> Vec<Finding> {
+    const ID: &str = "generation.server-defaults";
+    let Some(settings) = obs
+        .props
+        .as_ref()
+        .and_then(|p| p.get("default_generation_settings"))
+        .map(|s| s.get("params").unwrap_or(s))
+    else {
+        return vec![];
+    };
+    let gc = online.ctx.model.generation_config.as_ref();
+    let want = |name: &str| -> Option<f64> {
+        let g = gc?;
+        match name {
+            "temperature" => g.temperature,
+            "top_p" => g.top_p,
+            "top_k" => g.top_k.map(|k| k as f64),
+            "repeat_penalty" => g.repetition_penalty,
+            _ => None,
+        }
+    };
+    let mut f = Finding::pass(Gen, ID, "the defaults the server reports agree with generation_config.json");
+    let mut differs = false;
+    for name in ["temperature", "top_p", "top_k", "repeat_penalty"] {
+        let Some(have) = settings.get(name).and_then(Value::as_f64) else { continue };
+        let expected = want(name).or((name == "repeat_penalty").then_some(1.0));
+        if let Some(e) = expected {
+            if (have - e).abs() > 1e-6 {
+                differs = true;
+                f = f.with(name, format!("server default {have}, generation_config.json {e}"));
+            }
+        }
+    }
+    if differs {
+        f.severity = Severity::Warning;
+        f.message = "the server's default sampling differs from generation_config.json (requests that omit these fields get the server's)".into();
+    }
+    vec![f]
+}

@@ -1,0 +1,313 @@
+//! The online boundaries: what a running server shows about each link of the chain.
+//!
+//! One pass of probe requests is gathered first (`gather`), then every boundary's checks read
+//! it: the checkpoint (what the server says it serves; a behavioural fingerprint against a
+//! local reference run), the template (the server's own prompt ids and counts against the local
+//! render), the generation config (stops and sampling as the server applies them), and the
+//! server API itself (schemas, SSE framing, usage, stream parity, determinism, limits, errors).
+//!
+//! Each check blames the boundary where the cause lives, not where the symptom shows, and
+//! stands down when an earlier boundary already explains what it sees (a fingerprint is only
+//! taken on a prompt the server is known to have built the same way).
+pub mod checkpoint;
+pub mod generation;
+pub mod server;
+pub mod template;
+
+use std::collections::BTreeMap;
+
+use futures_util::future::join_all;
+use serde_json::{json, Value};
+
+use super::{Context, Finding};
+use crate::error::{Error, Result};
+use crate::replay::{ChatRequest, Record};
+use crate::target::local::CandleTarget;
+use crate::target::openai::{CallError, HttpTarget};
+
+/// A conversation the server boundary probes with (a replayed prompt, or a suite conversation).
+#[derive(Debug, Clone)]
+pub struct Probe {
+    pub id: String,
+    pub messages: Vec<Value>,
+    pub tools: Option<Vec<Value>>,
+}
+
+/// How a prompt behaves at temperature 0 on this server (anchors.md: classify before gating
+/// on exact text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Determinism {
+    /// The same reply alone and under concurrent load.
+    Deterministic,
+    /// The same reply alone, another one under concurrent load (batching changes numerics).
+    BatchVariant,
+    /// Different replies to identical requests sent one at a time.
+    Sampled,
+}
+
+impl Determinism {
+    pub fn name(self) -> &'static str {
+        match self {
+            Determinism::Deterministic => "deterministic",
+            Determinism::BatchVariant => "batch-variant",
+            Determinism::Sampled => "sampled",
+        }
+    }
+}
+
+/// Settings of the probe pass.
+#[derive(Debug, Clone)]
+pub struct ProbeSettings {
+    pub max_tokens: u32,
+    /// Identical requests sent one after another (the first is the main reply).
+    pub repeats: usize,
+    /// Identical requests sent at once.
+    pub concurrency: usize,
+    pub seed: u64,
+    pub top_logprobs: u8,
+}
+
+/// Everything one probe's requests returned.
+pub struct ProbeRun {
+    pub probe: Probe,
+    /// The local serving pipeline's ids for the prompt (add_generation_prompt).
+    pub local_ids: Option<Vec<u32>>,
+    /// The server's own ids for the same chat, when it can tell (vLLM /tokenize, TGI
+    /// /chat_tokenize, llama.cpp /apply-template + /tokenize).
+    pub server_ids: Option<Vec<u32>>,
+    /// Same-seed temperature-0 replies sent one after another; `[0]` is the main reply.
+    pub plain: Vec<std::result::Result<Record, CallError>>,
+    /// The same request with another seed.
+    pub other_seed: Option<std::result::Result<Record, CallError>>,
+    /// The main request, streamed.
+    pub streamed: Option<std::result::Result<Record, CallError>>,
+    /// Identical requests sent concurrently.
+    pub concurrent: Vec<std::result::Result<Record, CallError>>,
+    /// The reference checkpoint's greedy reply, run locally on the same chat.
+    pub reference: Option<Record>,
+}
+
+impl ProbeRun {
+    pub fn main(&self) -> Option<&Record> {
+        self.plain.first().and_then(|r| r.as_ref().ok())
+    }
+    /// The prompt ids the server is known to have used: its own tokenization, else the local
+    /// render when usage.prompt_tokens agrees with it.
+    pub fn confirmed_prompt(&self) -> Option<&[u32]> {
+        if let Some(ids) = &self.server_ids {
+            return Some(ids);
+        }
+        let local = self.local_ids.as_deref()?;
+        let reported = self.main()?.usage?.prompt_tokens?;
+        (reported as usize == local.len()).then_some(local)
+    }
+    /// How this prompt behaves at temperature 0.
+    pub fn determinism(&self) -> Option<Determinism> {
+        let texts: Vec<&str> = self
+            .plain
+            .iter()
+            .filter_map(|r| r.as_ref().ok().map(|r| r.text.as_str()))
+            .collect();
+        let first = *texts.first()?;
+        if texts.len() < 2 {
+            return None;
+        }
+        if texts.iter().any(|t| *t != first) {
+            return Some(Determinism::Sampled);
+        }
+        let under_load = self
+            .concurrent
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .any(|r| r.text != first);
+        Some(if under_load {
+            Determinism::BatchVariant
+        } else {
+            Determinism::Deterministic
+        })
+    }
+}
+
+/// The server's answers to the introspection and probe requests.
+pub struct Observed {
+    pub models: Option<Value>,
+    pub health_status: Option<u16>,
+    /// llama.cpp `/props`, when the server has it.
+    pub props: Option<Value>,
+    pub runs: Vec<ProbeRun>,
+    /// The raw JSON of the first probe's non-streamed reply (schema check).
+    pub raw_reply: Option<std::result::Result<Value, CallError>>,
+}
+
+/// What the online pass found, plus each probe's determinism class (the replay uses it).
+pub struct OnlineResult {
+    pub findings: Vec<Finding>,
+    pub determinism: BTreeMap<String, Determinism>,
+}
+
+/// Everything the online checks read.
+pub struct Online<'a> {
+    pub ctx: &'a Context,
+    pub http: &'a HttpTarget,
+    pub model: String,
+    pub reference: Option<&'a CandleTarget>,
+    pub settings: ProbeSettings,
+}
+
+impl Online<'_> {
+    /// The probe request: temperature 0, fixed seed, logprobs. (Server-specific fields such as
+    /// vLLM's `return_token_ids` come from the suite's `[target] extra_body`: strict servers
+    /// refuse fields they do not know.)
+    pub fn request(&self, probe: &Probe, seed: u64, stream: bool) -> ChatRequest {
+        ChatRequest {
+            messages: probe.messages.clone(),
+            tools: probe.tools.clone(),
+            max_tokens: Some(self.settings.max_tokens),
+            temperature: Some(0.0),
+            seed: Some(seed),
+            top_logprobs: Some(self.settings.top_logprobs),
+            stream,
+            ..ChatRequest::default()
+        }
+    }
+
+    /// Run every online check. Err only when the server cannot be reached at all (exit 3).
+    pub async fn run(&self, probes: &[Probe]) -> Result<OnlineResult> {
+        let observed = self.gather(probes).await?;
+        let mut findings = Vec::new();
+        findings.extend(checkpoint::check(self, &observed).await);
+        findings.extend(template::check(self, &observed));
+        findings.extend(generation::check(self, &observed));
+        findings.extend(server::check(self, &observed).await);
+        let strict = &self.ctx.suite.file.server.strict;
+        let skip = &self.ctx.suite.file.server.skip;
+        findings.retain(|f| !skip.iter().any(|s| s == f.check));
+        for f in &mut findings {
+            if f.severity == super::Severity::Warning && strict.iter().any(|s| s == f.check) {
+                f.severity = super::Severity::Error;
+                f.message.push_str(" (strict in this suite)");
+            }
+        }
+        let determinism = observed
+            .runs
+            .iter()
+            .filter_map(|r| r.determinism().map(|d| (r.probe.id.clone(), d)))
+            .collect();
+        Ok(OnlineResult {
+            findings,
+            determinism,
+        })
+    }
+
+    async fn gather(&self, probes: &[Probe]) -> Result<Observed> {
+        let models = match self.http.get("/v1/models").await {
+            Ok(r) => r.json,
+            Err(e) if e.unreachable() => {
+                return Err(Error::unreachable(format!("the target does not answer: {e}"))
+                    .hint("is the server running, and is --target / [target] url its base URL?"))
+            }
+            Err(_) => None,
+        };
+        let health_status = self.http.get("/health").await.ok().map(|r| r.status);
+        let props = match self.http.get("/props").await {
+            Ok(r) if r.status == 200 => r.json,
+            _ => None,
+        };
+        let mut runs = Vec::new();
+        for probe in probes {
+            runs.push(self.run_probe(probe).await);
+        }
+        let raw_reply = match probes.first() {
+            Some(p) => Some(self.raw_reply(p).await),
+            None => None,
+        };
+        Ok(Observed {
+            models,
+            health_status,
+            props,
+            runs,
+            raw_reply,
+        })
+    }
+
+    async fn run_probe(&self, probe: &Probe) -> ProbeRun {
+        let seed = self.settings.seed;
+        let local_ids = self.local_ids(probe);
+        let server_ids = self
+            .http
+            .tokenize_chat(&probe.messages, probe.tools.as_deref(), true)
+            .await
+            .ok()
+            .flatten();
+        let mut plain = Vec::new();
+        for _ in 0..self.settings.repeats.max(2) {
+            plain.push(self.http.chat(&self.request(probe, seed, false)).await);
+        }
+        let other_seed = Some(self.http.chat(&self.request(probe, seed + 1, false)).await);
+        let streamed = Some(self.http.chat(&self.request(probe, seed, true)).await);
+        let req = self.request(probe, seed, false);
+        let concurrent = join_all((0..self.settings.concurrency.max(2)).map(|_| self.http.chat(&req))).await;
+        let reference = match self.reference {
+            Some(r) => r.chat(&self.request(probe, seed, false)).await.ok(),
+            None => None,
+        };
+        ProbeRun {
+            probe: probe.clone(),
+            local_ids,
+            server_ids,
+            plain,
+            other_seed,
+            streamed,
+            concurrent,
+            reference,
+        }
+    }
+
+    fn local_ids(&self, probe: &Probe) -> Option<Vec<u32>> {
+        let p = self.ctx.serving.as_ref()?;
+        let r = p.render(&probe.messages, probe.tools.as_deref(), true).ok()?;
+        p.ids(&r.text).ok()
+    }
+
+    /// The first probe's reply as raw JSON, for the response-schema check.
+    async fn raw_reply(&self, probe: &Probe) -> std::result::Result<Value, CallError> {
+        let body = json!({
+            "model": self.model,
+            "messages": probe.messages,
+            "max_tokens": self.settings.max_tokens,
+            "temperature": 0.0,
+            "seed": self.settings.seed,
+        });
+        let r = self.http.post_json("/v1/chat/completions", &body).await?;
+        r.json.ok_or_else(|| CallError::Protocol {
+            url: "/v1/chat/completions".into(),
+            detail: format!("HTTP {} with a body that is not JSON", r.status),
+        })
+    }
+}
+
+/// The generated ids of a reply: reported ids, else logprob ids, else the text re-encoded
+/// with the local tokenizer (then a stop token is not included).
+pub fn reply_ids(rec: &Record, online: &Online) -> Option<Vec<u32>> {
+    if let Some(ids) = &rec.token_ids {
+        return Some(ids.clone());
+    }
+    if let Some(lps) = &rec.logprobs {
+        let ids: Option<Vec<u32>> = lps.iter().map(|l| l.id).collect();
+        if let Some(ids) = ids {
+            return Some(ids);
+        }
+    }
+    let p = online.ctx.serving.as_ref()?;
+    super::tokens::encode(&p.tokenizer, &rec.text, false).ok()
+}
+
+/// A short, single-line rendering of a reply for evidence.
+pub fn show(text: &str) -> String {
+    let t: String = text.chars().take(80).collect();
+    if text.chars().count() > 80 {
+        format!("{t:?}…")
+    } else {
+        format!("{t:?}")
+    }
+}

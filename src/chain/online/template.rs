@@ -1,0 +1,61 @@
+//! Boundary 3 online: does the server build the prompt the local render builds? Its own token
+//! ids when it can show them (vLLM /tokenize, TGI /chat_tokenize, llama.cpp /apply-template),
+//! else the prompt size it reports in usage.
+use super::{Observed, Online};
+use crate::chain::diff::diverge;
+use crate::chain::{Boundary::Template, Finding, Severity};
+
+pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
+    let Some(local) = online.ctx.serving.as_ref() else {
+        return vec![Finding::new(Template, "template.server-ids", Severity::Info, "the served model has no local template or tokenizer to compare the server's prompt with")];
+    };
+    let mut out = Vec::new();
+    let mut compared = 0;
+    let mut diverged = Vec::new();
+    for run in &obs.runs {
+        let (Some(server), Some(mine)) = (&run.server_ids, &run.local_ids) else { continue };
+        compared += 1;
+        if let Some(d) = diverge(&local.tokenizer, server, &local.tokenizer, mine, local.bos_id(), &run.probe.messages) {
+            diverged.push((run.probe.id.clone(), d));
+        }
+    }
+    if let Some((id, d)) = diverged.first() {
+        out.push(
+            Finding::new(Template, "template.server-ids", Severity::Error, format!("the server builds another prompt than the model's template: {} ({} of {compared} probes)", d.class.name(), diverged.len()))
+                .with("class", d.class.name())
+                .with("probe", id)
+                .with("first difference", format!("token {} (server has {} tokens, local render {})", d.position, d.serving_len, d.sft_len))
+                .with("server", &d.serving_context)
+                .with("local render", &d.sft_context),
+        );
+    } else if compared > 0 {
+        out.push(Finding::pass(Template, "template.server-ids", format!("the server's own prompt ids equal the local render on {compared} probe(s)")));
+    }
+    // Without the server's ids, the prompt size it reports is the only view of its template.
+    if compared == 0 {
+        out.push(prompt_tokens(obs));
+    }
+    out
+}
+
+/// usage.prompt_tokens against the local render's count (METRICS.md: their difference is the
+/// template overhead, and a nonzero one is a template finding).
+fn prompt_tokens(obs: &Observed) -> Finding {
+    const ID: &str = "template.prompt-tokens";
+    let mut compared = 0;
+    for run in &obs.runs {
+        let (Some(main), Some(mine)) = (run.main(), &run.local_ids) else { continue };
+        let Some(reported) = main.usage.and_then(|u| u.prompt_tokens) else { continue };
+        compared += 1;
+        if reported as usize != mine.len() {
+            let overhead = reported as i64 - mine.len() as i64;
+            return Finding::new(Template, ID, Severity::Error, format!("the server's prompt has {reported} tokens, the local render {}: it renders or tokenizes the chat differently ({overhead:+} tokens)", mine.len()))
+                .with("probe", &run.probe.id)
+                .with("hint", "the server has no tokenize endpoint to show its ids; compare its chat template (--chat-template, GGUF tokenizer.chat_template, chat_format) with the model's");
+        }
+    }
+    if compared == 0 {
+        return Finding::new(Template, ID, Severity::Warning, "the server shows neither its prompt ids nor usage.prompt_tokens: its template cannot be checked online");
+    }
+    Finding::pass(Template, ID, format!("usage.prompt_tokens equals the local render's count on {compared} probe(s) (the server shows no ids)"))
+}

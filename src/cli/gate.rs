@@ -1,0 +1,77 @@
+//! `chatgate gate`: the pre-deploy gate — offline chain, online chain, replay, latency — and
+//! its reports for CI.
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::Format;
+use crate::error::{Error, Result};
+use crate::gate::{self, GateOptions};
+use crate::report::{self, GateReport};
+
+#[derive(Args)]
+pub struct GateArgs {
+    /// The suite manifest (TOML); see suites/smoke.toml and suites/example.toml.
+    pub suite: PathBuf,
+    /// What to test: `candle:DIR` (in-process) or an OpenAI-compatible server's base URL.
+    /// Default: the suite's [target] url, else the suite's model in-process.
+    #[arg(long, value_name = "URL|candle:DIR")]
+    pub target: Option<String>,
+    /// Accept this run: write its replies as the snapshots and its latency as the baseline
+    /// (the explicit accept; without it nothing accepted is ever overwritten).
+    #[arg(long)]
+    pub update: bool,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+    /// Also write a JUnit XML report here (for CI test tabs).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Also write a Markdown summary here (fits $GITHUB_STEP_SUMMARY and a PR comment).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Also write a self-contained HTML report with latency CDF plots here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// No progress bar (it is only ever shown on a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+pub fn run(a: GateArgs) -> Result<i32> {
+    let opts = GateOptions {
+        suite: a.suite.clone(),
+        target: a.target.clone(),
+        update: a.update,
+        progress: !a.no_progress && a.format == Format::Text,
+    };
+    let report = super::runtime()?.block_on(gate::run(&opts))?;
+    write_reports(&a, &report)?;
+    match a.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report::gate_json(&report)).unwrap_or_default()),
+        Format::Text => print!("{}", report::gate_terminal(&report, report::use_colour())),
+    }
+    Ok(report.exit_code)
+}
+
+fn write_reports(a: &GateArgs, r: &GateReport) -> Result<()> {
+    if let Some(p) = &a.junit {
+        write(p, &report::junit::render(r)?)?;
+    }
+    if let Some(p) = &a.markdown {
+        write(p, &report::markdown::render(r))?;
+    }
+    if let Some(p) = &a.html {
+        write(p, &report::html::render(r))?;
+    }
+    Ok(())
+}
+
+/// Reports are outputs, not accepted state, but a half-written file still confuses CI: write
+/// through a temporary file beside the target.
+fn write(path: &Path, text: &str) -> Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(|e| Error::io(path, e))?;
+    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    Ok(())
+}

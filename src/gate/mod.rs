@@ -1,0 +1,209 @@
+//! `chatgate gate`: the offline chain, the online chain, the replay against reviewed snapshots
+//! and the latency check, folded into one report ordered by boundary.
+//!
+//! The order matters: the online checks classify each prompt's determinism before the replay
+//! gates on exact text, and every finding lands in one list so the first broken boundary (and
+//! the downstream symptoms it explains) can be named.
+pub mod latency;
+pub mod progress;
+pub mod replay;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::chain::online::{Online, Probe, ProbeSettings};
+use crate::chain::{self, Boundary, Context, Finding, Findings, Severity};
+use crate::error::{Error, ErrorKind, Result};
+use crate::replay::prompts::{self, Prompt};
+use crate::report::GateReport;
+use crate::suite::Suite;
+use crate::target::local::CandleTarget;
+use crate::target::spec::{self, Target, TargetSpec};
+
+/// What `chatgate gate` was asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct GateOptions {
+    pub suite: PathBuf,
+    /// `--target`: overrides the suite's `[target] url`.
+    pub target: Option<String>,
+    /// `--update`: accept this run's replies as snapshots and its latency as the baseline.
+    pub update: bool,
+    /// Show a progress bar (only ever on a terminal).
+    pub progress: bool,
+}
+
+/// Run the whole gate. `Err` is bad input (exit 2); an unreachable target is a report with
+/// exit code 3, so the report still says how far the run got.
+pub async fn run(opts: &GateOptions) -> Result<GateReport> {
+    let started = Instant::now();
+    let suite = Suite::load(&opts.suite)?;
+    let spec = spec::resolve(opts.target.as_deref(), &suite)?;
+    let prompts = load_prompts(&suite)?;
+    let ctx = {
+        let suite = suite.clone();
+        tokio::task::spawn_blocking(move || Context::load(suite))
+            .await
+            .map_err(|e| Error::input(format!("loading the suite failed: {e}")))??
+    };
+    let mut findings = chain::run_offline(&ctx)?;
+    let progress = progress::Progress::new(opts.progress);
+
+    let (target, reference) = open_targets(&spec, &suite).await?;
+    let mut report = GateReport {
+        suite: suite.name.clone(),
+        suite_file: suite.path.display().to_string(),
+        target: spec.display(),
+        findings: Findings::default(),
+        prompts: Vec::new(),
+        latency: Vec::new(),
+        latency_totals: None,
+        definitions: crate::latency::definitions(),
+        duration_s: 0.0,
+        exit_code: 0,
+    };
+
+    let determinism = match online(&ctx, &target, reference.as_ref(), &prompts, &progress).await {
+        Ok(r) => {
+            findings.extend(r.findings);
+            r.determinism
+        }
+        Err(e) if e.kind == ErrorKind::Unreachable => {
+            findings.push(unreachable_finding(&e));
+            return Ok(finish(report, findings, started, 3));
+        }
+        Err(e) => return Err(e),
+    };
+
+    if let Some(prompts) = &prompts {
+        let replayed = replay::run(&suite, &spec, &target, prompts, &determinism, opts.update, &progress).await?;
+        findings.extend(replayed.findings);
+        report.prompts = replayed.prompts;
+        if replayed.unreachable {
+            return Ok(finish(report, findings, started, 3));
+        }
+        if let Some(section) = &suite.file.latency {
+            let measured = latency::run(&suite, &spec, &target, prompts, section, opts.update, &progress).await?;
+            findings.extend(measured.findings);
+            report.latency = measured.rows;
+            report.latency_totals = Some(measured.totals);
+        }
+    }
+    progress.finish();
+    let code = if findings.has_errors() { 1 } else { 0 };
+    Ok(finish(report, findings, started, code))
+}
+
+fn finish(mut report: GateReport, mut findings: Findings, started: Instant, code: i32) -> GateReport {
+    findings.sort();
+    report.findings = findings;
+    report.duration_s = started.elapsed().as_secs_f64();
+    report.exit_code = code;
+    report
+}
+
+fn unreachable_finding(e: &Error) -> Finding {
+    let mut f = Finding::new(Boundary::Server, "server.reachable", Severity::Error, e.problem.clone());
+    if let Some(h) = &e.hint {
+        f = f.with("hint", h);
+    }
+    f
+}
+
+fn load_prompts(suite: &Suite) -> Result<Option<Vec<Prompt>>> {
+    match (&suite.replay_prompts, &suite.file.replay) {
+        (Some(path), Some(section)) => Ok(Some(prompts::load(path, section)?)),
+        _ => Ok(None),
+    }
+}
+
+/// The target, and the reference checkpoint (shared when both are the same candle model).
+async fn open_targets(spec: &TargetSpec, suite: &Suite) -> Result<(Target, Option<CandleTarget>)> {
+    let (spec, suite) = (spec.clone(), suite.clone());
+    tokio::task::spawn_blocking(move || {
+        let target = Target::open(&spec, &suite)?;
+        let reference = match (&suite.reference_model, &target) {
+            (None, _) => None,
+            (Some(r), Target::Candle(c)) if same_path(r, c.path()) => Some(c.clone()),
+            (Some(r), _) => Some(CandleTarget::load(r).map_err(|e| e.hint("[reference] model is loaded locally with candle"))?),
+        };
+        Ok((target, reference))
+    })
+    .await
+    .map_err(|e| Error::input(format!("loading the target failed: {e}")))?
+}
+
+fn same_path(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// The online chain, when the target is a server.
+async fn online(
+    ctx: &Context,
+    target: &Target,
+    reference: Option<&CandleTarget>,
+    prompts: &Option<Vec<Prompt>>,
+    progress: &progress::Progress,
+) -> Result<chain::online::OnlineResult> {
+    let Some(http) = target.http() else {
+        return Ok(chain::online::OnlineResult {
+            findings: vec![Finding::new(
+                Boundary::Server,
+                "server.target",
+                Severity::Info,
+                "the target runs in-process (candle): the server boundary is not exercised; point --target at a server to check it",
+            )],
+            determinism: Default::default(),
+        });
+    };
+    let server = &ctx.suite.file.server;
+    let probes = probes(ctx, prompts.as_deref(), server.probes.unwrap_or(4));
+    progress.stage("online chain", probes.len() as u64);
+    let online = Online {
+        ctx,
+        http,
+        model: spec::model_name(&ctx.suite),
+        reference,
+        settings: ProbeSettings {
+            max_tokens: server.max_tokens.unwrap_or(24),
+            repeats: server.repeats.unwrap_or(3),
+            concurrency: server.concurrency.unwrap_or(2),
+            seed: 1234,
+            top_logprobs: 5,
+        },
+    };
+    online.run(&probes).await
+}
+
+/// Probe conversations: the replay prompts (greedy ones first), else the suite's
+/// conversations cut before their last assistant turn.
+fn probes(ctx: &Context, prompts: Option<&[Prompt]>, n: usize) -> Vec<Probe> {
+    if let Some(p) = prompts {
+        let mut v: Vec<&Prompt> = p.iter().filter(|p| p.settings.temperature == 0.0 && p.settings.stop.is_empty()).collect();
+        v.truncate(n);
+        return v
+            .into_iter()
+            .map(|p| Probe {
+                id: p.id.clone(),
+                messages: p.messages.clone(),
+                tools: p.tools.clone(),
+            })
+            .collect();
+    }
+    ctx.conversations
+        .iter()
+        .filter_map(|c| {
+            let last_user = c.messages.iter().rposition(|m| m.get("role").and_then(Value::as_str) == Some("user"))?;
+            Some(Probe {
+                id: c.id.clone(),
+                messages: c.messages[..=last_user].to_vec(),
+                tools: c.tools.clone(),
+            })
+        })
+        .take(n)
+        .collect()
+}

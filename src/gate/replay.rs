@@ -1,0 +1,141 @@
+//! The replay stage: every prompt goes to the target once (not streamed), its reply is compared
+//! with the accepted snapshot under the prompt's comparator, and a change becomes a pending
+//! `.snap.new` beside the accepted file — never over it. `--update` is the explicit accept.
+use std::collections::BTreeMap;
+
+use crate::chain::online::Determinism;
+use crate::chain::{Boundary::Replay, Finding, Severity};
+use crate::error::Result;
+use crate::replay::{Prompt, Record};
+use crate::report::{PromptResult, PromptStatus};
+use crate::snapshot::{self, SnapshotBody, SnapshotFile, Store};
+use crate::suite::Suite;
+use crate::target::spec::{Target, TargetSpec};
+
+use super::progress::Progress;
+
+/// Top logprobs kept per token in a snapshot (enough to tell drift from a change).
+const SNAPSHOT_LOGPROB_TOKENS: usize = 64;
+
+pub struct Replayed {
+    pub findings: Vec<Finding>,
+    pub prompts: Vec<PromptResult>,
+    /// The target stopped answering: the report ends here with exit 3.
+    pub unreachable: bool,
+}
+
+pub async fn run(
+    suite: &Suite,
+    spec: &TargetSpec,
+    target: &Target,
+    prompts: &[Prompt],
+    determinism: &BTreeMap<String, Determinism>,
+    update: bool,
+    progress: &Progress,
+) -> Result<Replayed> {
+    let store = Store::open(&suite.snapshot_dir)?;
+    let identity = model_identity(suite);
+    progress.stage("replay", prompts.len() as u64);
+    let mut out = Replayed {
+        findings: Vec::new(),
+        prompts: Vec::new(),
+        unreachable: false,
+    };
+    for prompt in prompts {
+        progress.step(&prompt.id);
+        let class = determinism.get(&prompt.id).map(|d| d.name().to_string());
+        let rec = match target.chat(&prompt.request()).await {
+            Ok(r) => r,
+            Err(e) => {
+                out.unreachable |= e.unreachable();
+                out.prompts.push(PromptResult {
+                    id: prompt.id.clone(),
+                    status: PromptStatus::Error,
+                    comparator: prompt.compare.describe(),
+                    determinism: class,
+                    detail: e.to_string(),
+                    diff: None,
+                });
+                if out.unreachable {
+                    break;
+                }
+                continue;
+            }
+        };
+        let file = SnapshotFile::new(suite, spec, &identity, prompt, SnapshotBody::from_record(&rec, SNAPSHOT_LOGPROB_TOKENS));
+        out.prompts.push(compare_one(&store, prompt, file, &rec, class, update)?);
+    }
+    out.findings = summarize(&out.prompts, &store, prompts)?;
+    Ok(out)
+}
+
+fn compare_one(
+    store: &Store,
+    prompt: &Prompt,
+    new: SnapshotFile,
+    _rec: &Record,
+    determinism: Option<String>,
+    update: bool,
+) -> Result<PromptResult> {
+    let comparator = prompt.compare.describe();
+    let result = |status, detail: String, diff| PromptResult {
+        id: prompt.id.clone(),
+        status,
+        comparator: comparator.clone(),
+        determinism: determinism.clone(),
+        detail,
+        diff,
+    };
+    let Some(accepted) = store.accepted(&prompt.id)? else {
+        if update {
+            store.write_accepted(&prompt.id, &new)?;
+            return Ok(result(PromptStatus::Pass, "new snapshot accepted (--update)".into(), None));
+        }
+        store.write_pending(&prompt.id, &new)?;
+        return Ok(result(PromptStatus::New, "no accepted snapshot yet: review the pending .snap.new".into(), None));
+    };
+    let cmp = prompt.compare.compare(&accepted.body, &new.body)?;
+    if cmp.pass {
+        store.remove_pending(&prompt.id)?;
+        return Ok(result(PromptStatus::Pass, cmp.detail, None));
+    }
+    let diff = snapshot::diff_text(&accepted.body.render(), &new.body.render());
+    if update {
+        store.write_accepted(&prompt.id, &new)?;
+        return Ok(result(PromptStatus::Pass, format!("changed and accepted (--update): {}", cmp.detail), Some(diff)));
+    }
+    store.write_pending(&prompt.id, &new)?;
+    Ok(result(PromptStatus::Changed, cmp.detail, Some(diff)))
+}
+
+fn summarize(results: &[PromptResult], store: &Store, prompts: &[Prompt]) -> Result<Vec<Finding>> {
+    let mut out = Vec::new();
+    let bad: Vec<&PromptResult> = results.iter().filter(|r| r.status != PromptStatus::Pass).collect();
+    if bad.is_empty() {
+        out.push(Finding::pass(Replay, "replay.snapshots", format!("{} prompt(s) match their accepted snapshots", results.len())));
+    } else {
+        let mut f = Finding::new(Replay, "replay.snapshots", Severity::Error, format!("{} of {} prompt(s) differ from their accepted snapshots (pending .snap.new files wait for review: chatgate review)", bad.len(), results.len()));
+        for r in bad.iter().take(8) {
+            f = f.with("prompt", format!("{} [{:?}] {}", r.id, r.status, r.detail));
+        }
+        out.push(f);
+    }
+    let known: Vec<String> = prompts.iter().map(|p| p.id.clone()).collect();
+    let orphans = store.orphans(&known)?;
+    if !orphans.is_empty() {
+        out.push(
+            Finding::new(Replay, "replay.orphans", Severity::Warning, format!("{} snapshot(s) belong to no prompt of the suite", orphans.len()))
+                .with("files", orphans.join(", "))
+                .with("hint", "remove them with chatgate accept --prune-orphans, or restore the prompts"),
+        );
+    }
+    Ok(out)
+}
+
+/// The checkpoint identity for snapshot headers: the lock's weights hash when there is one.
+fn model_identity(suite: &Suite) -> String {
+    match crate::chain::lock::Lock::read(&suite.lock_path) {
+        Ok(Some(l)) => format!("weights sha256 {}", crate::chain::lock::short(&l.weights.total)),
+        _ => suite.model_dir.display().to_string(),
+    }
+}

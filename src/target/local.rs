@@ -1,0 +1,192 @@
+//! The in-process candle target (`candle:DIR`): the same `Record` an HTTP server would give,
+//! produced by the local model — the embedded default of `chatgate gate`, and the *reference*
+//! the server's checkpoint fingerprint is compared with.
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::candle::CandleModel;
+use super::{FinishReason, GenerateRequest, SamplingParams};
+use crate::error::{Error, Result};
+use crate::replay::{
+    ChatRequest, OutputEvent, OutputKind, Record, TokenLogprob, TopLogprob, Usage,
+};
+
+/// A candle model shared by the tasks of one run; generation runs on a blocking thread.
+#[derive(Clone)]
+pub struct CandleTarget {
+    path: PathBuf,
+    model: Arc<Mutex<CandleModel>>,
+}
+
+impl CandleTarget {
+    /// Load a model directory or .gguf file (blocking: call before the runtime gets busy).
+    pub fn load(path: &Path) -> Result<CandleTarget> {
+        let model = CandleModel::load(path)?;
+        Ok(CandleTarget {
+            path: path.to_path_buf(),
+            model: Arc::new(Mutex::new(model)),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Run `f` with the model on a blocking thread.
+    async fn with_model<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut CandleModel) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let model = self.model.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut m = model
+                .lock()
+                .map_err(|_| Error::input("the candle model panicked in an earlier request"))?;
+            f(&mut m)
+        })
+        .await
+        .map_err(|e| Error::input(format!("the candle generation task failed: {e}")))?
+    }
+
+    /// Render the chat with the model's own template, then generate: what a healthy server
+    /// over this checkpoint answers.
+    pub async fn chat(&self, req: &ChatRequest) -> Result<Record> {
+        let req = req.clone();
+        self.with_model(move |m| chat_blocking(m, &req)).await
+    }
+
+    /// The prompt ids the model's own template gives for `messages` (add_generation_prompt).
+    pub async fn prompt_ids(&self, messages: Vec<Value>, tools: Option<Value>) -> Result<Vec<u32>> {
+        self.with_model(move |m| Ok(m.render_chat(&messages, tools.as_ref(), true)?.1))
+            .await
+    }
+
+    /// Teacher forcing: the reference's log-probability of each of `continuation`'s tokens
+    /// after `prompt`, and the reference's own argmax at each step.
+    pub async fn score(&self, prompt: Vec<u32>, continuation: Vec<u32>) -> Result<Vec<Scored>> {
+        self.with_model(move |m| {
+            let logits = m.cached_logits(&prompt, &continuation)?;
+            continuation
+                .iter()
+                .zip(&logits)
+                .map(|(&id, l)| {
+                    let lse = super::candle::sampling::logsumexp(l)?;
+                    let argmax = super::candle::sampling::argmax(l);
+                    Ok(Scored {
+                        id,
+                        logprob: l.get(id as usize).map_or(f32::NEG_INFINITY, |x| x - lse),
+                        argmax,
+                        argmax_logprob: l.get(argmax as usize).map_or(f32::NEG_INFINITY, |x| x - lse),
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    pub fn decode_token(&self, id: u32) -> String {
+        self.model
+            .lock()
+            .ok()
+            .and_then(|m| m.tokenizer().decode(&[id], false).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// One token of a continuation, scored by the reference.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scored {
+    pub id: u32,
+    pub logprob: f32,
+    pub argmax: u32,
+    pub argmax_logprob: f32,
+}
+
+fn chat_blocking(m: &mut CandleModel, req: &ChatRequest) -> Result<Record> {
+    let tools = req.tools.clone().map(Value::Array);
+    let (_, prompt_ids) = m.render_chat(&req.messages, tools.as_ref(), true)?;
+    let room = m.context_length().saturating_sub(prompt_ids.len());
+    let max_tokens = req.max_tokens.map_or(room, |n| (n as usize).min(room));
+    let repetition_penalty = ["repetition_penalty", "repeat_penalty"]
+        .iter()
+        .find_map(|k| req.extra.get(*k).and_then(Value::as_f64))
+        .unwrap_or(1.0) as f32;
+    let gen = GenerateRequest {
+        prompt_ids: prompt_ids.clone(),
+        max_tokens,
+        sampling: SamplingParams {
+            temperature: req.temperature.unwrap_or(1.0),
+            top_p: req.top_p.unwrap_or(1.0),
+            top_k: None,
+            repetition_penalty,
+            seed: req.seed.unwrap_or(0),
+        },
+        stop_token_ids: Vec::new(),
+        stop_strings: req.stop.clone(),
+        top_logprobs: req.top_logprobs.map(usize::from),
+        ignore_eos: false,
+    };
+    let mut rec = Record::new();
+    rec.timing.t_sched = Instant::now();
+    rec.timing.t_send = rec.timing.t_sched;
+    let mut pending_tokens = 0u32;
+    let mut events = Vec::new();
+    let g = m.generate(&gen, &mut |step| {
+        // A token that completes no character yet is not an output event: its count rides on
+        // the next event that carries text (as a server's chunk would).
+        pending_tokens += 1;
+        if !step.text.is_empty() {
+            events.push(OutputEvent {
+                at: step.at,
+                kind: OutputKind::Content,
+                tokens: Some(pending_tokens),
+            });
+            pending_tokens = 0;
+        }
+        true
+    })?;
+    rec.timing.t_end = Instant::now();
+    rec.timing.events = events;
+    let tok = m.tokenizer();
+    let piece = |id: u32| tok.decode(&[id], false).unwrap_or_default();
+    if req.top_logprobs.is_some() {
+        rec.logprobs = Some(
+            g.steps
+                .iter()
+                .map(|s| TokenLogprob {
+                    id: Some(s.id),
+                    token: piece(s.id),
+                    logprob: s.logprob,
+                    top: s
+                        .top_logprobs
+                        .iter()
+                        .map(|&(id, lp)| TopLogprob {
+                            id: Some(id),
+                            token: piece(id),
+                            logprob: lp,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        );
+    }
+    rec.text = g.text;
+    rec.finish_reason = Some(
+        match g.finish_reason {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+        }
+        .to_string(),
+    );
+    rec.usage = Some(Usage {
+        prompt_tokens: Some(prompt_ids.len() as u64),
+        completion_tokens: Some(g.ids.len() as u64),
+        total_tokens: Some((prompt_ids.len() + g.ids.len()) as u64),
+    });
+    rec.token_ids = Some(g.ids);
+    rec.prompt_ids = Some(prompt_ids);
+    Ok(rec)
+}

@@ -1,0 +1,354 @@
+//! The whole gate over real loopback HTTP against the real `chatgate serve` (in-process, the
+//! committed tiny-chat model), plus the main job on the in-process candle target.
+//!
+//! Each test runs on a copy of suites/smoke.toml and snapshots/smoke in a temporary folder, so
+//! pending `.snap.new` files never land in the repository.
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use chatgate::gate::{self, GateOptions};
+use chatgate::report::{GateReport, PromptStatus};
+use chatgate::serve::{self, Fault, RunningServer, ServeOptions};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+fn single_threaded() {
+    std::env::set_var("CANDLE_NUM_THREADS", "1");
+    std::env::set_var("RAYON_NUM_THREADS", "1");
+}
+
+/// A copy of the smoke suite and its snapshots, with `models/` linked to the repository's.
+struct Workspace {
+    dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    fn new() -> Workspace {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("suites")).expect("suites dir");
+        for f in ["smoke.toml", "smoke.prompts.jsonl", "smoke.lock.json"] {
+            std::fs::copy(Path::new(REPO).join("suites").join(f), root.join("suites").join(f)).expect("copy the suite");
+        }
+        copy_dir(&Path::new(REPO).join("snapshots/smoke"), &root.join("snapshots/smoke"));
+        std::os::unix::fs::symlink(Path::new(REPO).join("models"), root.join("models")).expect("link models");
+        Workspace { dir }
+    }
+    fn suite(&self) -> PathBuf {
+        self.dir.path().join("suites/smoke.toml")
+    }
+    fn snapshots(&self) -> PathBuf {
+        self.dir.path().join("snapshots/smoke")
+    }
+    /// Add keys to a section of the suite (e.g. short timeouts).
+    fn edit_suite(&self, find: &str, replace: &str) {
+        let p = self.suite();
+        let text = std::fs::read_to_string(&p).expect("suite");
+        assert!(text.contains(find), "{find:?} not in the suite");
+        std::fs::write(&p, text.replacen(find, replace, 1)).expect("write suite");
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read snapshots") {
+        let e = e.expect("entry");
+        let dest = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).expect("copy");
+        }
+    }
+}
+
+async fn serve_tiny_chat(faults: &[Fault]) -> RunningServer {
+    single_threaded();
+    let opts = ServeOptions {
+        model: Path::new(REPO).join("models/tiny-chat"),
+        faults: faults.to_vec(),
+        ..ServeOptions::default()
+    };
+    let state = tokio::task::spawn_blocking(move || serve::load(&opts))
+        .await
+        .expect("load task")
+        .expect("tiny-chat loads");
+    serve::start(state, "127.0.0.1:0").await.expect("bind")
+}
+
+async fn gate(ws: &Workspace, target: Option<String>) -> GateReport {
+    gate::run(&GateOptions {
+        suite: ws.suite(),
+        target,
+        update: false,
+        progress: false,
+    })
+    .await
+    .expect("the gate runs")
+}
+
+fn first_broken(r: &GateReport) -> Option<(String, String)> {
+    r.findings
+        .first_broken()
+        .map(|f| (f.boundary.name().to_string(), f.check.to_string()))
+}
+
+/// Every error, for assertion messages.
+fn errors(r: &GateReport) -> String {
+    r.findings
+        .0
+        .iter()
+        .filter(|f| f.severity == chatgate::chain::Severity::Error)
+        .map(|f| format!("{} {}: {} {:?}", f.boundary.name(), f.check, f.message, f.evidence))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn pending_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".snap.new"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn main_job_passes_in_process_and_writes_nothing() {
+    single_threaded();
+    let ws = Workspace::new();
+    let r = gate(&ws, None).await;
+    assert_eq!(r.exit_code, 0, "{}", errors(&r));
+    assert!(r.target.starts_with("candle:"), "{}", r.target);
+    assert_eq!(r.prompts.len(), 12);
+    assert!(r.prompts.iter().all(|p| p.status == PromptStatus::Pass));
+    assert!(!r.latency.is_empty(), "the smoke suite measures latency");
+    assert!(pending_files(&ws.snapshots()).is_empty());
+}
+
+/// Healthy server: exit 0, and the same verdicts over five reruns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_server_passes_identically_five_times() {
+    let server = serve_tiny_chat(&[]).await;
+    let ws = Workspace::new();
+    let mut seen: Option<Vec<String>> = None;
+    for run in 0..5 {
+        let r = gate(&ws, Some(server.url())).await;
+        assert_eq!(r.exit_code, 0, "run {run}:\n{}", errors(&r));
+        // What must not change between reruns: every check's verdict and every prompt's status.
+        let mut verdicts: Vec<String> = r
+            .findings
+            .0
+            .iter()
+            .map(|f| format!("{} {} {:?}", f.boundary.name(), f.check, f.severity))
+            .collect();
+        verdicts.extend(r.prompts.iter().map(|p| format!("{} {:?} {}", p.id, p.status, p.detail)));
+        match &seen {
+            None => seen = Some(verdicts),
+            Some(first) => assert_eq!(first, &verdicts, "run {run} differs"),
+        }
+        assert!(r.findings.0.iter().any(|f| f.check == "server.determinism"));
+    }
+    server.stop().await.expect("stop");
+}
+
+/// One fault: the gate exits 1 and names the expected boundary and check first.
+async fn caught(fault: Fault, boundary: &str, check: &str) {
+    let server = serve_tiny_chat(&[fault]).await;
+    let ws = Workspace::new();
+    let r = gate(&ws, Some(server.url())).await;
+    assert_eq!(r.exit_code, 1, "{fault}: exit {}\n{}", r.exit_code, errors(&r));
+    assert_eq!(
+        first_broken(&r),
+        Some((boundary.to_string(), check.to_string())),
+        "{fault}: errors were\n{}",
+        errors(&r)
+    );
+    server.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_base_checkpoint() {
+    caught(Fault::BaseCheckpoint, "checkpoint", "checkpoint.fingerprint").await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_double_bos() {
+    caught(Fault::DoubleBos, "template", "template.server-ids").await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_wrong_template() {
+    caught(Fault::WrongTemplate, "template", "template.server-ids").await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_no_generation_prompt() {
+    caught(Fault::NoGenerationPrompt, "template", "template.server-ids").await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_drop_eos_stop() {
+    caught(Fault::DropEosStop, "generation-config", "generation.server-stop").await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_ignore_temperature() {
+    caught(Fault::IgnoreTemperature, "generation-config", "generation.sampling-honoured").await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_stream_drops_chunk() {
+    caught(Fault::StreamDropsChunk, "server", "server.stream-parity").await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_usage_lies() {
+    caught(Fault::UsageLies, "server", "server.usage").await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_no_done() {
+    caught(Fault::NoDone, "server", "server.sse-done").await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_slow_first_token() {
+    caught(Fault::SlowFirstToken, "server", "server.latency-ttft").await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_slow_decode() {
+    caught(Fault::SlowDecode, "server", "server.latency-tpot").await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_nondeterministic() {
+    caught(Fault::Nondeterministic, "server", "server.determinism").await;
+}
+
+/// A tampered snapshot fails the gate with a readable diff and is left exactly as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tampered_snapshot_fails_and_stays_untouched() {
+    single_threaded();
+    let ws = Workspace::new();
+    let snap = ws.snapshots().join("add.snap");
+    let text = std::fs::read_to_string(&snap).expect("add.snap exists");
+    assert!(text.contains("3+4 is 7."), "{text}");
+    let tampered = text.replacen("3+4 is 7.", "3+4 is 8.", 1);
+    std::fs::write(&snap, &tampered).expect("tamper");
+    let before = std::fs::metadata(&snap).and_then(|m| m.modified()).expect("mtime");
+    let r = gate(&ws, None).await;
+    assert_eq!(r.exit_code, 1);
+    assert_eq!(first_broken(&r), Some(("replay".into(), "replay.snapshots".into())), "{}", errors(&r));
+    let add = r.prompts.iter().find(|p| p.id == "add").expect("prompt add");
+    assert_eq!(add.status, PromptStatus::Changed);
+    let diff = add.diff.as_deref().expect("a diff");
+    assert!(diff.contains("3+4 is 8.") && diff.contains("3+4 is 7."), "{diff}");
+    assert_eq!(std::fs::read_to_string(&snap).expect("still there"), tampered);
+    assert_eq!(std::fs::metadata(&snap).and_then(|m| m.modified()).expect("mtime"), before);
+    assert_eq!(pending_files(&ws.snapshots()), vec!["add.snap.new".to_string()]);
+    // Only `add` changed: every other prompt still passes.
+    assert_eq!(r.prompts.iter().filter(|p| p.status != PromptStatus::Pass).count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_listening_is_exit_3() {
+    let ws = Workspace::new();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let r = gate(&ws, Some(format!("http://127.0.0.1:{port}"))).await;
+    assert_eq!(r.exit_code, 3, "{}", errors(&r));
+    assert_eq!(first_broken(&r).map(|b| b.1), Some("server.reachable".into()));
+}
+
+/// A raw TCP server that runs `reply` on every connection.
+async fn raw_server<F, Fut>(reply: F) -> String
+where
+    F: Fn(tokio::net::TcpStream, String) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let reply = std::sync::Arc::new(reply);
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let reply = reply.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let mut head = Vec::new();
+                // Read the request head (and whatever body came with it).
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let first = String::from_utf8_lossy(&head).lines().next().unwrap_or("").to_string();
+                reply(sock, first).await;
+            });
+        }
+    });
+    url
+}
+
+fn http_json(body: &str) -> String {
+    format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
+}
+
+const MODELS: &str = r#"{"object":"list","data":[{"id":"tiny-chat","object":"model"}]}"#;
+
+fn short_timeouts(ws: &Workspace) {
+    ws.edit_suite("model = \"tiny-chat\"\n", "model = \"tiny-chat\"\nconnect_timeout_s = 2\nread_timeout_s = 1\ntotal_timeout_s = 2\n");
+}
+
+/// A server that answers /v1/models, then never answers a chat: the gate ends within its
+/// timeouts with a clear finding or exit 3, never hangs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_that_never_answers_does_not_hang_the_gate() {
+    let url = raw_server(|mut sock, first| async move {
+        if first.contains("/v1/models") {
+            let _ = sock.write_all(http_json(MODELS).as_bytes()).await;
+        } else {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+    })
+    .await;
+    let ws = Workspace::new();
+    short_timeouts(&ws);
+    let started = Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(240), gate(&ws, Some(url)))
+        .await
+        .expect("the gate must end by itself");
+    assert!(r.exit_code == 1 || r.exit_code == 3, "exit {}", r.exit_code);
+    assert!(
+        r.findings.0.iter().any(|f| f.check == "server.responds" || f.check == "server.reachable"),
+        "{}",
+        errors(&r)
+    );
+    eprintln!("never-answering server: gate ended in {:?}", started.elapsed());
+}
+
+/// A server killed mid-stream and one that sends garbage instead of SSE: findings, no panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_streams_are_findings() {
+    let url = raw_server(|mut sock, first| async move {
+        if first.contains("/v1/models") {
+            let _ = sock.write_all(http_json(MODELS).as_bytes()).await;
+            return;
+        }
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        let _ = sock.write_all(head.as_bytes()).await;
+        // Half a chunk, then garbage, then the connection drops without [DONE].
+        let _ = sock.write_all(b"data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"3+4\"}}]}\n\ndata: not json at all\n\ndata: {\"choices\":[{\"delta\":{\"cont").await;
+        let _ = sock.shutdown().await;
+    })
+    .await;
+    let ws = Workspace::new();
+    short_timeouts(&ws);
+    let r = tokio::time::timeout(Duration::from_secs(240), gate(&ws, Some(url)))
+        .await
+        .expect("the gate must end by itself");
+    assert!(r.exit_code == 1 || r.exit_code == 3, "exit {}", r.exit_code);
+    assert!(
+        r.findings.0.iter().any(|f| f.boundary.name() == "server" && f.severity == chatgate::chain::Severity::Error),
+        "{}",
+        errors(&r)
+    );
+}
