@@ -1,64 +1,1241 @@
-//! TEMPORARY STUB (replaced by the real HTTP target on merge).
-use std::time::Duration;
+//! The OpenAI-compatible HTTP target (reqwest + rustls): chat and completions, plain and
+//! streamed, with a monotonic timestamp per event, and server introspection where it exists.
+//!
+//! Everything a server sends is kept as evidence rather than judged here: the SSE framing goes
+//! into a [`StreamTrace`] (chunks, malformed payloads, `[DONE]`, comments) for the server
+//! boundary's conformance checks, and the reply into the same [`Record`] the in-process target
+//! produces, so snapshots and latency metrics never care which target ran. Failures are typed
+//! ([`CallError`]) so callers can tell "the server is down" (exit 3) from "the server answered
+//! wrongly" (a finding), and a stream cut mid-way still hands back what arrived.
+//!
+//! The API key is read once from a named environment variable and only ever leaves this
+//! module inside a sensitive `Authorization` header: it is not in `Debug`, errors or logs.
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value};
+use futures_util::StreamExt;
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use serde_json::{json, Map, Value};
+use tokio::sync::OnceCell;
 
-use crate::replay::{ChatRequest, Record};
+use super::sse::{SseEvent, SseParser};
+use crate::error::{Error, Result};
+use crate::replay::record::{
+    ChatRequest, OutputEvent, OutputKind, Record, StreamTrace, TokenLogprob, TopLogprob, Usage,
+};
 
+/// Error bodies and malformed payloads are kept up to this many characters.
+const KEEP_CHARS: usize = 2000;
+
+/// How to reach an OpenAI-compatible server.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
+    /// `http://host:port`, with or without a trailing `/v1` or `/`.
     pub base_url: String,
+    /// The `model` field sent with every request.
     pub model: String,
+    /// The environment variable holding the API key (sent as `Authorization: Bearer`).
     pub api_key_env: Option<String>,
     pub connect_timeout: Duration,
+    /// The longest gap allowed between two reads of a response (headers included).
     pub read_timeout: Duration,
+    /// The longest a whole request may take.
     pub total_timeout: Duration,
+    /// Body fields sent with every request (server-specific: `repeat_penalty`, …).
     pub extra_body: Map<String, Value>,
 }
-#[derive(Clone)]
-pub struct HttpTarget;
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            base_url: String::new(),
+            model: String::new(),
+            api_key_env: None,
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(60),
+            total_timeout: Duration::from_secs(300),
+            extra_body: Map::new(),
+        }
+    }
+}
+
+/// Why a call failed. `Display` is one readable line without secrets.
+#[derive(Debug, Clone)]
+pub enum CallError {
+    /// Nothing answered (refused, DNS, TLS).
+    Connect { url: String, detail: String },
+    /// A phase (`connect`, `read` or `total`) took longer than allowed.
+    Timeout {
+        url: String,
+        phase: &'static str,
+        after: Duration,
+    },
+    /// The server answered with a non-2xx status.
+    Status {
+        url: String,
+        status: u16,
+        body: String,
+    },
+    /// The server answered 2xx with something that is not the expected shape.
+    Protocol { url: String, detail: String },
+    /// The connection dropped mid-body; `partial` holds what arrived.
+    Interrupted {
+        url: String,
+        detail: String,
+        partial: Box<Record>,
+    },
+}
+
+impl CallError {
+    /// The target could not be reached in time (exit 3), as opposed to answering wrongly.
+    pub fn unreachable(&self) -> bool {
+        matches!(self, CallError::Connect { .. } | CallError::Timeout { .. })
+    }
+
+    /// The URL the failed call went to.
+    pub fn url(&self) -> &str {
+        match self {
+            CallError::Connect { url, .. }
+            | CallError::Timeout { url, .. }
+            | CallError::Status { url, .. }
+            | CallError::Protocol { url, .. }
+            | CallError::Interrupted { url, .. } => url,
+        }
+    }
+
+    /// The user-facing error: unreachable targets exit 3, the rest 2.
+    pub fn to_error(&self) -> Error {
+        let e = if self.unreachable() {
+            Error::unreachable(self.to_string())
+                .hint("check that the server is running and the suite's [target] base_url is right")
+        } else {
+            Error::input(self.to_string())
+        };
+        e.file(self.url())
+    }
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Connect { url, detail } => write!(f, "cannot connect to {url}: {detail}"),
+            CallError::Timeout { url, phase, after } => write!(
+                f,
+                "{url}: {phase} timeout after {:.1} s",
+                after.as_secs_f64()
+            ),
+            CallError::Status { url, status, body } => {
+                write!(f, "{url} answered HTTP {status}: {body}")
+            }
+            CallError::Protocol { url, detail } => {
+                write!(f, "{url}: unexpected response: {detail}")
+            }
+            CallError::Interrupted {
+                url,
+                detail,
+                partial,
+            } => write!(
+                f,
+                "{url}: the connection dropped mid-response ({detail}) after {} characters",
+                partial.text.chars().count()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// A response as it came, for conformance probes (any status is returned, not an error).
+#[derive(Debug, Clone)]
 pub struct RawResponse {
     pub status: u16,
     pub content_type: Option<String>,
     pub body: Vec<u8>,
+    /// The body parsed as JSON, when it is JSON.
     pub json: Option<Value>,
+    /// From just before sending to the end of the body.
     pub elapsed: Duration,
 }
-#[derive(Debug)]
-pub enum CallError {
-    Connect { url: String, detail: String },
-    Timeout { url: String, phase: &'static str, after: Duration },
-    Status { url: String, status: u16, body: String },
-    Protocol { url: String, detail: String },
-    Interrupted { url: String, detail: String, partial: Box<Record> },
+
+/// Which optional endpoints a server has, and what the ones later checks read returned.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Introspection {
+    /// Any probe got an HTTP answer.
+    pub reachable: bool,
+    /// `GET /health` answered 2xx.
+    pub health: bool,
+    /// `GET /v1/models`.
+    pub models: Option<Value>,
+    /// llama.cpp `GET /props` (chat_template, bos/eos, default generation settings).
+    pub props: Option<Value>,
+    /// TGI `GET /info`.
+    pub info: Option<Value>,
+    /// vLLM/SGLang `POST /tokenize` with `messages`.
+    pub vllm_tokenize: bool,
+    /// llama.cpp `POST /tokenize` with `content`.
+    pub llamacpp_tokenize: bool,
+    /// llama.cpp `POST /apply-template`.
+    pub apply_template: bool,
+    /// TGI `POST /chat_tokenize`.
+    pub tgi_chat_tokenize: bool,
+    /// llama-cpp-python `POST /extras/tokenize`.
+    pub extras_tokenize: bool,
 }
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{self:?}")
+
+/// A client for one OpenAI-compatible server. Cheap to clone.
+#[derive(Clone)]
+pub struct HttpTarget {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: reqwest::Client,
+    /// Scheme, host, port and path prefix, without `/v1` and without a trailing `/`.
+    base: String,
+    /// `base` with any user:password removed, for messages.
+    shown: String,
+    opts: HttpOptions,
+    auth: Option<HeaderValue>,
+    introspection: OnceCell<Introspection>,
+}
+
+impl fmt::Debug for HttpTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let key = match (&self.inner.opts.api_key_env, &self.inner.auth) {
+            (Some(var), Some(_)) => format!("<from ${var}>"),
+            _ => "none".to_string(),
+        };
+        f.debug_struct("HttpTarget")
+            .field("base_url", &self.inner.shown)
+            .field("model", &self.inner.opts.model)
+            .field("api_key", &key)
+            .finish()
     }
 }
-impl CallError {
-    pub fn unreachable(&self) -> bool {
-        matches!(self, CallError::Connect { .. } | CallError::Timeout { .. })
+
+/// `http://h:8000/v1/` → `http://h:8000`.
+fn normalise_base(raw: &str) -> Result<(String, String)> {
+    let mut base = raw.trim().trim_end_matches('/');
+    if let Some(stripped) = base.strip_suffix("/v1") {
+        base = stripped.trim_end_matches('/');
     }
+    let url = reqwest::Url::parse(base).map_err(|e| {
+        Error::input(format!("the target base URL {base:?} is not a URL: {e}"))
+            .hint("write it as http://HOST:PORT (a trailing /v1 is accepted)")
+    })?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(Error::input(format!(
+            "the target base URL {base:?} is not an http(s) URL"
+        ))
+        .hint("write it as http://HOST:PORT (a trailing /v1 is accepted)"));
+    }
+    let mut shown_url = url.clone();
+    let _ = shown_url.set_password(None);
+    let _ = shown_url.set_username("");
+    let shown = shown_url.as_str().trim_end_matches('/').to_string();
+    Ok((base.to_string(), shown))
 }
+
+/// The `Authorization` header from the named variable (marked sensitive).
+fn auth_header(var: &str) -> Result<HeaderValue> {
+    let key = std::env::var(var).map_err(|_| {
+        Error::input(format!(
+            "the API key variable {var} is not set (or not valid UTF-8)"
+        ))
+        .hint(format!(
+            "export {var}=... before running, or remove api_key_env from the suite's [target]"
+        ))
+    })?;
+    if key.trim().is_empty() {
+        return Err(Error::input(format!("the API key variable {var} is empty"))
+            .hint(format!("export {var}=... with the server's key")));
+    }
+    let mut v = HeaderValue::from_str(&format!("Bearer {}", key.trim())).map_err(|_| {
+        Error::input(format!(
+            "the API key in {var} has characters an HTTP header cannot carry"
+        ))
+    })?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
 impl HttpTarget {
-    pub fn new(_o: HttpOptions) -> crate::error::Result<HttpTarget> {
-        Ok(HttpTarget)
+    pub fn new(opts: HttpOptions) -> Result<HttpTarget> {
+        let (base, shown) = normalise_base(&opts.base_url)?;
+        let auth = match &opts.api_key_env {
+            Some(var) => Some(auth_header(var)?),
+            None => None,
+        };
+        let client = reqwest::Client::builder()
+            .connect_timeout(opts.connect_timeout)
+            .read_timeout(opts.read_timeout)
+            .build()
+            .map_err(|e| Error::input(format!("cannot build the HTTP client: {e}")))?;
+        Ok(HttpTarget {
+            inner: Arc::new(Inner {
+                client,
+                base,
+                shown,
+                opts,
+                auth,
+                introspection: OnceCell::new(),
+            }),
+        })
     }
-    pub async fn chat(&self, _r: &ChatRequest) -> Result<Record, CallError> {
-        todo!()
+
+    /// The options this target was built with.
+    pub fn options(&self) -> &HttpOptions {
+        &self.inner.opts
     }
-    pub async fn get(&self, _p: &str) -> Result<RawResponse, CallError> {
-        todo!()
+
+    /// The normalised base URL (no `/v1`, no credentials).
+    pub fn base_url(&self) -> &str {
+        &self.inner.shown
     }
-    pub async fn post_json(&self, _p: &str, _b: &Value) -> Result<RawResponse, CallError> {
-        todo!()
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/{}", self.inner.base, path.trim_start_matches('/'))
     }
-    pub async fn post_bytes(&self, _p: &str, _b: Vec<u8>, _c: &str) -> Result<RawResponse, CallError> {
-        todo!()
+
+    fn shown(&self, path: &str) -> String {
+        format!("{}/{}", self.inner.shown, path.trim_start_matches('/'))
     }
-    pub async fn tokenize_chat(&self, _m: &[Value], _t: Option<&[Value]>, _a: bool) -> Result<Option<Vec<u32>>, CallError> {
-        todo!()
+
+    /// One chat completion (streamed when `req.stream`).
+    pub async fn chat(&self, req: &ChatRequest) -> Result<Record, CallError> {
+        let body = self.chat_body(req);
+        let path = "/v1/chat/completions";
+        self.with_total(path, async {
+            let (resp, mut rec) = self.send_json(path, &body).await?;
+            if req.stream && is_event_stream(&resp) {
+                self.read_stream(path, resp, rec).await
+            } else {
+                let bytes = self.read_body(path, resp, &mut rec).await?;
+                let v = self.parse_json(path, &bytes)?;
+                parse_chat_reply(&v, &mut rec);
+                finish_plain(&mut rec);
+                Ok(rec)
+            }
+        })
+        .await
+    }
+
+    /// The request body of a chat call: fixed fields, then `extra_body`, then `req.extra`.
+    pub fn chat_body(&self, req: &ChatRequest) -> Value {
+        let mut b = Map::new();
+        b.insert("model".into(), json!(self.inner.opts.model));
+        b.insert("messages".into(), json!(req.messages));
+        if let Some(t) = &req.tools {
+            b.insert("tools".into(), json!(t));
+        }
+        if let Some(m) = req.max_tokens {
+            b.insert("max_tokens".into(), json!(m));
+        }
+        if let Some(t) = req.temperature {
+            b.insert("temperature".into(), json!(t));
+        }
+        if let Some(p) = req.top_p {
+            b.insert("top_p".into(), json!(p));
+        }
+        if let Some(s) = req.seed {
+            b.insert("seed".into(), json!(s));
+        }
+        if !req.stop.is_empty() {
+            b.insert("stop".into(), json!(req.stop));
+        }
+        if let Some(n) = req.top_logprobs {
+            b.insert("logprobs".into(), json!(true));
+            b.insert("top_logprobs".into(), json!(n));
+        }
+        b.insert("stream".into(), json!(req.stream));
+        if req.stream {
+            b.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        for (k, v) in self.inner.opts.extra_body.iter().chain(req.extra.iter()) {
+            b.insert(k.clone(), v.clone());
+        }
+        Value::Object(b)
+    }
+
+    /// A plain completion over raw prompt ids at temperature 0 (bypasses the chat template:
+    /// the checkpoint's own fingerprint).
+    pub async fn completion_ids(
+        &self,
+        prompt_ids: &[u32],
+        max_tokens: u32,
+        top_logprobs: Option<u8>,
+    ) -> Result<Record, CallError> {
+        let mut b = Map::new();
+        b.insert("model".into(), json!(self.inner.opts.model));
+        b.insert("prompt".into(), json!(prompt_ids));
+        b.insert("max_tokens".into(), json!(max_tokens));
+        b.insert("temperature".into(), json!(0));
+        b.insert("stream".into(), json!(false));
+        b.insert("logprobs".into(), json!(top_logprobs.unwrap_or(0)));
+        for (k, v) in &self.inner.opts.extra_body {
+            b.insert(k.clone(), v.clone());
+        }
+        let body = Value::Object(b);
+        let path = "/v1/completions";
+        self.with_total(path, async {
+            let (resp, mut rec) = self.send_json(path, &body).await?;
+            let bytes = self.read_body(path, resp, &mut rec).await?;
+            let v = self.parse_json(path, &bytes)?;
+            parse_completion_reply(&v, &mut rec);
+            finish_plain(&mut rec);
+            Ok(rec)
+        })
+        .await
+    }
+
+    /// `GET path` (relative to the server root, e.g. `/v1/models`).
+    pub async fn get(&self, path: &str) -> Result<RawResponse, CallError> {
+        let rb = self.inner.client.get(self.url(path));
+        self.raw(path, rb).await
+    }
+
+    /// `POST path` with a JSON body.
+    pub async fn post_json(&self, path: &str, body: &Value) -> Result<RawResponse, CallError> {
+        let rb = self.inner.client.post(self.url(path)).json(body);
+        self.raw(path, rb).await
+    }
+
+    /// `POST path` with any bytes (malformed-JSON and wrong-content-type probes).
+    pub async fn post_bytes(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> Result<RawResponse, CallError> {
+        let rb = self
+            .inner
+            .client
+            .post(self.url(path))
+            .header(CONTENT_TYPE, content_type)
+            .body(body);
+        self.raw(path, rb).await
+    }
+
+    async fn raw(&self, path: &str, rb: reqwest::RequestBuilder) -> Result<RawResponse, CallError> {
+        self.with_total(path, async {
+            let t0 = Instant::now();
+            let resp = self.send(path, rb).await?;
+            let status = resp.status().as_u16();
+            let content_type = content_type(&resp);
+            let mut rec = Record::new();
+            let body = self.read_bytes(path, resp, &mut rec).await?;
+            let json = serde_json::from_slice(&body).ok();
+            Ok(RawResponse {
+                status,
+                content_type,
+                body,
+                json,
+                elapsed: t0.elapsed(),
+            })
+        })
+        .await
+    }
+
+    /// Run `fut` under the total timeout.
+    async fn with_total<T>(
+        &self,
+        path: &str,
+        fut: impl std::future::Future<Output = Result<T, CallError>>,
+    ) -> Result<T, CallError> {
+        let total = self.inner.opts.total_timeout;
+        match tokio::time::timeout(total, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(CallError::Timeout {
+                url: self.shown(path),
+                phase: "total",
+                after: total,
+            }),
+        }
+    }
+
+    fn headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(a) = &self.inner.auth {
+            h.insert(AUTHORIZATION, a.clone());
+        }
+        h
+    }
+
+    /// Send and wait for the headers; the wait is bounded by connect + read timeouts.
+    async fn send(
+        &self,
+        path: &str,
+        rb: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, CallError> {
+        let o = &self.inner.opts;
+        let limit = o.connect_timeout + o.read_timeout;
+        match tokio::time::timeout(limit, rb.headers(self.headers()).send()).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(self.classify(path, e)),
+            Err(_) => Err(CallError::Timeout {
+                url: self.shown(path),
+                phase: "read",
+                after: o.read_timeout,
+            }),
+        }
+    }
+
+    /// POST JSON, returning the response and a record with `t_send`/`t_headers` set.
+    async fn send_json(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<(reqwest::Response, Record), CallError> {
+        let rb = self.inner.client.post(self.url(path)).json(body);
+        let mut rec = Record::new();
+        let t_send = Instant::now();
+        rec.timing.t_sched = t_send;
+        rec.timing.t_send = t_send;
+        let resp = self.send(path, rb).await?;
+        rec.timing.t_headers = Some(Instant::now());
+        Ok((resp, rec))
+    }
+
+    fn classify(&self, path: &str, e: reqwest::Error) -> CallError {
+        let url = self.shown(path);
+        let o = &self.inner.opts;
+        if e.is_timeout() {
+            let (phase, after) = if e.is_connect() {
+                ("connect", o.connect_timeout)
+            } else {
+                ("read", o.read_timeout)
+            };
+            return CallError::Timeout { url, phase, after };
+        }
+        let connect = e.is_connect();
+        let detail = error_chain(&e.without_url());
+        if connect {
+            CallError::Connect { url, detail }
+        } else {
+            CallError::Interrupted {
+                url,
+                detail,
+                partial: Box::new(Record::new()),
+            }
+        }
+    }
+
+    /// The next body chunk under the read timeout; `Ok(None)` at the end.
+    async fn next_chunk<S, B>(&self, path: &str, stream: &mut S) -> Result<Option<B>, ChunkErr>
+    where
+        S: futures_util::Stream<Item = reqwest::Result<B>> + Unpin,
+    {
+        let read = self.inner.opts.read_timeout;
+        match tokio::time::timeout(read, stream.next()).await {
+            Err(_) => Err(ChunkErr::Timeout(CallError::Timeout {
+                url: self.shown(path),
+                phase: "read",
+                after: read,
+            })),
+            Ok(None) => Ok(None),
+            Ok(Some(Ok(b))) => Ok(Some(b)),
+            Ok(Some(Err(e))) => match self.classify(path, e) {
+                t @ CallError::Timeout { .. } => Err(ChunkErr::Timeout(t)),
+                other => Err(ChunkErr::Dropped(other.to_string_detail())),
+            },
+        }
+    }
+
+    /// The whole body, whatever the status.
+    async fn read_bytes(
+        &self,
+        path: &str,
+        resp: reqwest::Response,
+        rec: &mut Record,
+    ) -> Result<Vec<u8>, CallError> {
+        let mut stream = resp.bytes_stream();
+        let mut body = Vec::new();
+        loop {
+            match self.next_chunk(path, &mut stream).await {
+                Ok(Some(b)) => body.extend_from_slice(&b),
+                Ok(None) => break,
+                Err(ChunkErr::Timeout(t)) => return Err(t),
+                Err(ChunkErr::Dropped(detail)) => {
+                    rec.timing.t_end = Instant::now();
+                    return Err(CallError::Interrupted {
+                        url: self.shown(path),
+                        detail,
+                        partial: Box::new(rec.clone()),
+                    });
+                }
+            }
+        }
+        rec.timing.t_end = Instant::now();
+        Ok(body)
+    }
+
+    /// The body of a reply that must be 2xx.
+    async fn read_body(
+        &self,
+        path: &str,
+        resp: reqwest::Response,
+        rec: &mut Record,
+    ) -> Result<Vec<u8>, CallError> {
+        let status = resp.status();
+        let body = self.read_bytes(path, resp, rec).await?;
+        if !status.is_success() {
+            return Err(CallError::Status {
+                url: self.shown(path),
+                status: status.as_u16(),
+                body: truncate(&String::from_utf8_lossy(&body), KEEP_CHARS),
+            });
+        }
+        Ok(body)
+    }
+
+    fn parse_json(&self, path: &str, bytes: &[u8]) -> Result<Value, CallError> {
+        serde_json::from_slice(bytes).map_err(|e| CallError::Protocol {
+            url: self.shown(path),
+            detail: format!(
+                "the body is not JSON ({e}): {}",
+                truncate(&String::from_utf8_lossy(bytes), 200)
+            ),
+        })
+    }
+
+    /// Read an SSE body into `rec`, timestamping each read as it arrives.
+    async fn read_stream(
+        &self,
+        path: &str,
+        resp: reqwest::Response,
+        mut rec: Record,
+    ) -> Result<Record, CallError> {
+        let status = resp.status();
+        if !status.is_success() {
+            let body = self.read_bytes(path, resp, &mut rec).await?;
+            return Err(CallError::Status {
+                url: self.shown(path),
+                status: status.as_u16(),
+                body: truncate(&String::from_utf8_lossy(&body), KEEP_CHARS),
+            });
+        }
+        let mut acc = StreamAcc::new(content_type(&resp));
+        let mut stream = resp.bytes_stream();
+        let mut events = Vec::new();
+        loop {
+            let chunk = match self.next_chunk(path, &mut stream).await {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(ChunkErr::Timeout(t)) => return Err(t),
+                Err(ChunkErr::Dropped(detail)) => {
+                    acc.close(&mut rec, Instant::now());
+                    return Err(CallError::Interrupted {
+                        url: self.shown(path),
+                        detail,
+                        partial: Box::new(rec),
+                    });
+                }
+            };
+            let got = Instant::now();
+            acc.parser.push_into(&chunk, &mut events);
+            for ev in events.drain(..) {
+                acc.event(ev, got, &mut rec);
+            }
+            rec.timing.client_overhead += got.elapsed();
+        }
+        acc.close(&mut rec, Instant::now());
+        Ok(rec)
+    }
+
+    /// Probe the optional endpoints once (cached; later calls return the first answer).
+    pub async fn introspect(&self) -> Introspection {
+        self.inner
+            .introspection
+            .get_or_init(|| self.probe_all())
+            .await
+            .clone()
+    }
+
+    async fn probe_all(&self) -> Introspection {
+        let model = &self.inner.opts.model;
+        let msgs = json!([{"role": "user", "content": "hi"}]);
+        let vllm_body = json!({"model": model, "messages": msgs,
+            "add_generation_prompt": true, "add_special_tokens": false});
+        let tgi_body = json!({"model": model, "messages": msgs});
+        let apply_body = json!({"messages": msgs});
+        let extras_body = json!({"input": "hi"});
+        let (health, models, props, info, vllm, apply, tgi, extras) = futures_util::join!(
+            self.get("/health"),
+            self.get("/v1/models"),
+            self.get("/props"),
+            self.get("/info"),
+            self.post_json("/tokenize", &vllm_body),
+            self.post_json("/apply-template", &apply_body),
+            self.post_json("/chat_tokenize", &tgi_body),
+            self.post_json("/extras/tokenize", &extras_body),
+        );
+        let all = [
+            &health, &models, &props, &info, &vllm, &apply, &tgi, &extras,
+        ];
+        let mut out = Introspection {
+            reachable: all.iter().any(|r| r.is_ok()),
+            health: ok_json(&health).is_some() || ok_status(&health),
+            models: ok_json(&models),
+            props: ok_json(&props),
+            info: ok_json(&info),
+            vllm_tokenize: ok_json(&vllm)
+                .as_ref()
+                .and_then(ids_at_tokens)
+                .is_some_and(|v| !v.is_empty()),
+            apply_template: ok_json(&apply).is_some_and(|v| v["prompt"].is_string()),
+            tgi_chat_tokenize: ok_json(&tgi).is_some_and(|v| v["tokenize_response"].is_array()),
+            extras_tokenize: ok_json(&extras).as_ref().and_then(ids_at_tokens).is_some(),
+            llamacpp_tokenize: false,
+        };
+        if !out.vllm_tokenize {
+            let r = self
+                .post_json("/tokenize", &json!({"content": "hi", "add_special": false}))
+                .await;
+            out.llamacpp_tokenize = ok_json(&r)
+                .as_ref()
+                .and_then(ids_at_tokens)
+                .is_some_and(|v| !v.is_empty());
+        }
+        out
+    }
+
+    /// The server's own ids for a rendered chat (its template and tokenizer), or `None` when
+    /// the server offers no way to ask.
+    pub async fn tokenize_chat(
+        &self,
+        messages: &[Value],
+        tools: Option<&[Value]>,
+        add_generation_prompt: bool,
+    ) -> Result<Option<Vec<u32>>, CallError> {
+        let caps = self.introspect().await;
+        let model = &self.inner.opts.model;
+        if caps.vllm_tokenize {
+            let mut body = json!({"model": model, "messages": messages,
+                "add_generation_prompt": add_generation_prompt, "add_special_tokens": false});
+            if let Some(t) = tools {
+                body["tools"] = json!(t);
+            }
+            let v = self.post_ok("/tokenize", &body).await?;
+            return self
+                .ids_or_protocol("/tokenize", ids_at_tokens(&v))
+                .map(Some);
+        }
+        if caps.tgi_chat_tokenize && add_generation_prompt {
+            let mut body = json!({"model": model, "messages": messages});
+            if let Some(t) = tools {
+                body["tools"] = json!(t);
+            }
+            let v = self.post_ok("/chat_tokenize", &body).await?;
+            let ids = v["tokenize_response"].as_array().and_then(|a| {
+                a.iter()
+                    .map(|t| as_u32(&t["id"]))
+                    .collect::<Option<Vec<_>>>()
+            });
+            return self.ids_or_protocol("/chat_tokenize", ids).map(Some);
+        }
+        if caps.apply_template && caps.llamacpp_tokenize {
+            let mut body =
+                json!({"messages": messages, "add_generation_prompt": add_generation_prompt});
+            if let Some(t) = tools {
+                body["tools"] = json!(t);
+            }
+            let v = self.post_ok("/apply-template", &body).await?;
+            let Some(prompt) = v["prompt"].as_str() else {
+                return Err(self.protocol("/apply-template", "no string `prompt` in the reply"));
+            };
+            let body = json!({"content": prompt, "add_special": false, "parse_special": true});
+            let v = self.post_ok("/tokenize", &body).await?;
+            return self
+                .ids_or_protocol("/tokenize", ids_at_tokens(&v))
+                .map(Some);
+        }
+        Ok(None)
+    }
+
+    /// The server's ids for plain text, or `None` when it cannot tokenize. llama-cpp-python's
+    /// `/extras/tokenize` has no switch for special tokens, so it is used only with
+    /// `add_special` (its default).
+    pub async fn tokenize_text(
+        &self,
+        text: &str,
+        add_special: bool,
+    ) -> Result<Option<Vec<u32>>, CallError> {
+        let caps = self.introspect().await;
+        let (path, body) = if caps.vllm_tokenize {
+            let b = json!({"model": self.inner.opts.model, "prompt": text,
+                "add_special_tokens": add_special});
+            ("/tokenize", b)
+        } else if caps.llamacpp_tokenize {
+            (
+                "/tokenize",
+                json!({"content": text, "add_special": add_special}),
+            )
+        } else if caps.extras_tokenize && add_special {
+            ("/extras/tokenize", json!({"input": text}))
+        } else {
+            return Ok(None);
+        };
+        let v = self.post_ok(path, &body).await?;
+        self.ids_or_protocol(path, ids_at_tokens(&v)).map(Some)
+    }
+
+    /// POST JSON expecting a 2xx JSON reply.
+    async fn post_ok(&self, path: &str, body: &Value) -> Result<Value, CallError> {
+        let r = self.post_json(path, body).await?;
+        if !(200..300).contains(&r.status) {
+            return Err(CallError::Status {
+                url: self.shown(path),
+                status: r.status,
+                body: truncate(&String::from_utf8_lossy(&r.body), KEEP_CHARS),
+            });
+        }
+        match r.json {
+            Some(v) => Ok(v),
+            None => Err(self.protocol(path, "the body is not JSON")),
+        }
+    }
+
+    fn protocol(&self, path: &str, detail: &str) -> CallError {
+        CallError::Protocol {
+            url: self.shown(path),
+            detail: detail.to_string(),
+        }
+    }
+
+    fn ids_or_protocol(&self, path: &str, ids: Option<Vec<u32>>) -> Result<Vec<u32>, CallError> {
+        ids.ok_or_else(|| self.protocol(path, "no list of token ids in the reply"))
+    }
+}
+
+/// Why reading the next chunk failed.
+enum ChunkErr {
+    Timeout(CallError),
+    /// The connection dropped; the detail says how.
+    Dropped(String),
+}
+
+impl CallError {
+    fn to_string_detail(&self) -> String {
+        match self {
+            CallError::Connect { detail, .. }
+            | CallError::Protocol { detail, .. }
+            | CallError::Interrupted { detail, .. } => detail.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// An error and its causes, joined (reqwest's top-level message alone says little).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+fn content_type(resp: &reqwest::Response) -> Option<String> {
+    resp.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// A streamed reply is read as SSE unless the server answered with plain JSON (some servers
+/// ignore `stream: true`; errors come back as JSON).
+fn is_event_stream(resp: &reqwest::Response) -> bool {
+    let ct = content_type(resp).unwrap_or_default().to_ascii_lowercase();
+    resp.status().is_success() && !ct.starts_with("application/json")
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+fn ok_json(r: &Result<RawResponse, CallError>) -> Option<Value> {
+    match r {
+        Ok(r) if (200..300).contains(&r.status) => r.json.clone(),
+        _ => None,
+    }
+}
+
+fn ok_status(r: &Result<RawResponse, CallError>) -> bool {
+    matches!(r, Ok(r) if (200..300).contains(&r.status))
+}
+
+fn as_u32(v: &Value) -> Option<u32> {
+    v.as_u64().and_then(|n| u32::try_from(n).ok())
+}
+
+fn id_list(v: &Value) -> Option<Vec<u32>> {
+    v.as_array()?.iter().map(as_u32).collect()
+}
+
+/// `{"tokens": [1, 2]}`, or llama.cpp's `with_pieces` `{"tokens": [{"id": 1, …}]}`.
+fn ids_at_tokens(v: &Value) -> Option<Vec<u32>> {
+    let arr = v["tokens"].as_array()?;
+    arr.iter()
+        .map(|t| as_u32(t).or_else(|| as_u32(&t["id"])))
+        .collect()
+}
+
+fn parse_usage(v: &Value) -> Option<Usage> {
+    if !v.is_object() {
+        return None;
+    }
+    Some(Usage {
+        prompt_tokens: v["prompt_tokens"].as_u64(),
+        completion_tokens: v["completion_tokens"].as_u64(),
+        total_tokens: v["total_tokens"].as_u64(),
+    })
+}
+
+/// A token's id: llama.cpp's `id`, or vLLM's `token_id:N` token strings.
+fn token_id(entry: &Value, token: &str) -> Option<u32> {
+    as_u32(&entry["id"]).or_else(|| token.strip_prefix("token_id:")?.parse().ok())
+}
+
+/// Chat-style logprob entries (`logprobs.content`).
+fn chat_logprobs(content: &[Value]) -> Vec<TokenLogprob> {
+    content
+        .iter()
+        .map(|e| {
+            let token = e["token"].as_str().unwrap_or_default().to_string();
+            let top = e["top_logprobs"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|t| {
+                            let tok = t["token"].as_str().unwrap_or_default().to_string();
+                            TopLogprob {
+                                id: token_id(t, &tok),
+                                logprob: t["logprob"].as_f64().unwrap_or(f64::NEG_INFINITY) as f32,
+                                token: tok,
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            TokenLogprob {
+                id: token_id(e, &token),
+                logprob: e["logprob"].as_f64().unwrap_or(f64::NEG_INFINITY) as f32,
+                token,
+                top,
+            }
+        })
+        .collect()
+}
+
+/// Completions-style logprobs (`tokens`, `token_logprobs`, `top_logprobs` dicts).
+fn completion_logprobs(lp: &Value) -> Option<Vec<TokenLogprob>> {
+    if let Some(content) = lp["content"].as_array() {
+        return Some(chat_logprobs(content));
+    }
+    let tokens = lp["tokens"].as_array()?;
+    let lps = lp["token_logprobs"].as_array();
+    let tops = lp["top_logprobs"].as_array();
+    let out = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let token = t.as_str().unwrap_or_default().to_string();
+            let mut top: Vec<TopLogprob> = tops
+                .and_then(|a| a.get(i))
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| TopLogprob {
+                            id: k.strip_prefix("token_id:").and_then(|n| n.parse().ok()),
+                            token: k.clone(),
+                            logprob: v.as_f64().unwrap_or(f64::NEG_INFINITY) as f32,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            top.sort_by(|a, b| b.logprob.total_cmp(&a.logprob));
+            TokenLogprob {
+                id: token.strip_prefix("token_id:").and_then(|n| n.parse().ok()),
+                logprob: lps
+                    .and_then(|a| a.get(i))
+                    .and_then(Value::as_f64)
+                    .unwrap_or(f64::NEG_INFINITY) as f32,
+                token,
+                top,
+            }
+        })
+        .collect();
+    Some(out)
+}
+
+/// Fields every reply shape shares.
+fn parse_envelope(v: &Value, rec: &mut Record) {
+    if let Some(m) = v["model"].as_str() {
+        rec.model.get_or_insert_with(|| m.to_string());
+    }
+    if let Some(f) = v["system_fingerprint"].as_str() {
+        rec.system_fingerprint.get_or_insert_with(|| f.to_string());
+    }
+    if let Some(u) = parse_usage(&v["usage"]) {
+        rec.usage = Some(u);
+    }
+    if let Some(ids) = id_list(&v["prompt_token_ids"]) {
+        rec.prompt_ids = Some(ids);
+    }
+}
+
+/// A non-streamed chat completion.
+fn parse_chat_reply(v: &Value, rec: &mut Record) {
+    parse_envelope(v, rec);
+    let ch = &v["choices"][0];
+    let msg = &ch["message"];
+    rec.text = msg["content"].as_str().unwrap_or_default().to_string();
+    rec.reasoning = msg["reasoning_content"]
+        .as_str()
+        .or(msg["reasoning"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    rec.tool_calls = msg["tool_calls"].as_array().cloned().unwrap_or_default();
+    rec.finish_reason = ch["finish_reason"].as_str().map(str::to_string);
+    if let Some(ids) = id_list(&ch["token_ids"]) {
+        rec.token_ids = Some(ids);
+    }
+    if let Some(c) = ch["logprobs"]["content"].as_array() {
+        rec.logprobs = Some(chat_logprobs(c));
+    }
+    fill_ids_from_logprobs(rec);
+}
+
+/// A non-streamed text completion.
+fn parse_completion_reply(v: &Value, rec: &mut Record) {
+    parse_envelope(v, rec);
+    let ch = &v["choices"][0];
+    rec.text = ch["text"].as_str().unwrap_or_default().to_string();
+    rec.finish_reason = ch["finish_reason"].as_str().map(str::to_string);
+    if let Some(ids) = id_list(&ch["token_ids"]) {
+        rec.token_ids = Some(ids);
+    }
+    if let Some(ids) = id_list(&ch["prompt_token_ids"]) {
+        rec.prompt_ids = Some(ids);
+    }
+    rec.logprobs = completion_logprobs(&ch["logprobs"]);
+    fill_ids_from_logprobs(rec);
+}
+
+/// llama.cpp reports ids only inside logprobs: use them when every entry has one.
+fn fill_ids_from_logprobs(rec: &mut Record) {
+    if rec.token_ids.is_some() {
+        return;
+    }
+    if let Some(lps) = &rec.logprobs {
+        let ids: Option<Vec<u32>> = lps.iter().map(|l| l.id).collect();
+        if let Some(ids) = ids.filter(|i| !i.is_empty()) {
+            rec.token_ids = Some(ids);
+        }
+    }
+}
+
+/// A plain reply's one output event, at the end of the body.
+fn finish_plain(rec: &mut Record) {
+    let kind = if !rec.text.is_empty() {
+        Some(OutputKind::Content)
+    } else if !rec.reasoning.is_empty() {
+        Some(OutputKind::Reasoning)
+    } else if !rec.tool_calls.is_empty() {
+        Some(OutputKind::ToolCall)
+    } else {
+        None
+    };
+    if let Some(kind) = kind {
+        let tokens = rec
+            .token_ids
+            .as_ref()
+            .map(Vec::len)
+            .or(rec.logprobs.as_ref().map(Vec::len))
+            .and_then(|n| u32::try_from(n).ok())
+            .or(rec
+                .usage
+                .and_then(|u| u.completion_tokens)
+                .and_then(|n| u32::try_from(n).ok()));
+        rec.timing.events.push(OutputEvent {
+            at: rec.timing.t_end,
+            kind,
+            tokens,
+        });
+    }
+}
+
+/// The state of one streamed reply being read.
+struct StreamAcc {
+    parser: SseParser,
+    trace: StreamTrace,
+    token_ids: Option<Vec<u32>>,
+    logprobs: Option<Vec<TokenLogprob>>,
+    /// Tool calls by `index`, in first-seen order.
+    tools: Vec<(u64, Value)>,
+    t_done: Option<Instant>,
+}
+
+impl StreamAcc {
+    fn new(content_type: Option<String>) -> StreamAcc {
+        StreamAcc {
+            parser: SseParser::new(),
+            trace: StreamTrace {
+                content_type,
+                ..StreamTrace::default()
+            },
+            token_ids: None,
+            logprobs: None,
+            tools: Vec::new(),
+            t_done: None,
+        }
+    }
+
+    fn event(&mut self, ev: SseEvent, at: Instant, rec: &mut Record) {
+        let data = match ev {
+            SseEvent::Comment(_) => {
+                self.trace.comments += 1;
+                return;
+            }
+            SseEvent::Message { data, .. } => data,
+        };
+        if self.trace.done {
+            self.trace.after_done = true;
+        }
+        if data.trim() == "[DONE]" {
+            if !self.trace.done {
+                self.trace.done = true;
+                self.t_done = Some(at);
+            }
+            return;
+        }
+        match serde_json::from_str::<Value>(&data) {
+            Ok(v) => {
+                self.chunk(&v, at, rec);
+                self.trace.chunks.push(v);
+            }
+            Err(_) => self.trace.malformed.push(truncate(&data, KEEP_CHARS)),
+        }
+    }
+
+    /// One JSON chunk: append its deltas and record an output event when it carried output.
+    fn chunk(&mut self, v: &Value, at: Instant, rec: &mut Record) {
+        parse_envelope(v, rec);
+        let choices = v["choices"].as_array();
+        if choices.is_some_and(Vec::is_empty) && v["usage"].is_object() {
+            self.trace.usage_chunk = true;
+        }
+        let Some(ch) = choices.and_then(|c| c.first()) else {
+            return;
+        };
+        if let Some(f) = ch["finish_reason"].as_str() {
+            rec.finish_reason = Some(f.to_string());
+        }
+        if let Some(ids) = id_list(&ch["prompt_token_ids"]) {
+            rec.prompt_ids = Some(ids);
+        }
+        let ids = id_list(&ch["token_ids"]);
+        let lps = ch["logprobs"]["content"]
+            .as_array()
+            .map(|c| chat_logprobs(c));
+        let tokens = ids
+            .as_ref()
+            .map(Vec::len)
+            .or(lps.as_ref().map(Vec::len))
+            .and_then(|n| u32::try_from(n).ok());
+        if let Some(ids) = ids {
+            self.token_ids.get_or_insert_with(Vec::new).extend(ids);
+        }
+        if let Some(l) = lps {
+            self.logprobs.get_or_insert_with(Vec::new).extend(l);
+        }
+        let kind = self.deltas(ch, rec);
+        if let Some(kind) = kind {
+            rec.timing.events.push(OutputEvent { at, kind, tokens });
+        }
+    }
+
+    /// Append content / reasoning / tool-call deltas; the kind of output the chunk carried.
+    fn deltas(&mut self, ch: &Value, rec: &mut Record) -> Option<OutputKind> {
+        let d = &ch["delta"];
+        let mut kind = None;
+        // Completions chunks carry `text` instead of a delta.
+        let content = d["content"].as_str().or(ch["text"].as_str());
+        if let Some(c) = content.filter(|c| !c.is_empty()) {
+            rec.text.push_str(c);
+            kind = Some(OutputKind::Content);
+        }
+        let reasoning = d["reasoning_content"].as_str().or(d["reasoning"].as_str());
+        if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
+            rec.reasoning.push_str(r);
+            kind = kind.or(Some(OutputKind::Reasoning));
+        }
+        if let Some(calls) = d["tool_calls"].as_array().filter(|c| !c.is_empty()) {
+            for (pos, c) in calls.iter().enumerate() {
+                self.tool_delta(pos, c);
+            }
+            kind = kind.or(Some(OutputKind::ToolCall));
+        }
+        kind
+    }
+
+    fn tool_delta(&mut self, pos: usize, c: &Value) {
+        let index = c["index"].as_u64().unwrap_or(pos as u64);
+        let slot = match self.tools.iter().position(|(i, _)| *i == index) {
+            Some(s) => s,
+            None => {
+                self.tools.push((
+                    index,
+                    json!({"id": null, "type": "function",
+                        "function": {"name": "", "arguments": ""}}),
+                ));
+                self.tools.len() - 1
+            }
+        };
+        let call = &mut self.tools[slot].1;
+        if let Some(id) = c["id"].as_str().filter(|s| !s.is_empty()) {
+            call["id"] = json!(id);
+        }
+        if let Some(t) = c["type"].as_str() {
+            call["type"] = json!(t);
+        }
+        if let Some(name) = c["function"]["name"].as_str() {
+            let cur = call["function"]["name"].as_str().unwrap_or_default();
+            // Some servers repeat the full name in every delta: append only new text.
+            if cur != name {
+                call["function"]["name"] = json!(format!("{cur}{name}"));
+            }
+        }
+        if let Some(args) = c["function"]["arguments"].as_str() {
+            let cur = call["function"]["arguments"].as_str().unwrap_or_default();
+            call["function"]["arguments"] = json!(format!("{cur}{args}"));
+        }
+    }
+
+    /// The stream is over (closed, or dropped): move everything into the record.
+    fn close(&mut self, rec: &mut Record, now: Instant) {
+        self.parser.finish();
+        if let Some(inc) = self.parser.incomplete() {
+            // An event the server never terminated: the spec discards it; keep it as evidence.
+            self.trace.malformed.push(truncate(
+                &format!("<incomplete event at end of stream> {}", inc.data),
+                KEEP_CHARS,
+            ));
+        }
+        rec.timing.t_end = self.t_done.unwrap_or(now);
+        rec.token_ids = self.token_ids.take();
+        rec.logprobs = self.logprobs.take();
+        fill_ids_from_logprobs(rec);
+        rec.tool_calls = self.tools.drain(..).map(|(_, v)| v).collect();
+        rec.stream = Some(std::mem::take(&mut self.trace));
     }
 }
