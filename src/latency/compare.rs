@@ -1,0 +1,273 @@
+//! Noise-aware latency regression test (METRICS.md, "Gating on latency without flaking").
+//!
+//! A slowdown is a regression only when it is both *large* and *real*:
+//! - large: excess = median_new − median_base > max(tolerance · median_base, floor_ms). The
+//!   floor keeps a tiny model's sub-millisecond figures from flagging scheduler jitter.
+//! - real: the percentile-bootstrap confidence interval of median_new − median_base lies above
+//!   zero (ci_low > 0). The bootstrap is seeded, so the same samples always give the same verdict.
+//!
+//! Either side with fewer than 3 samples gives no verdict (`Status::Insufficient`), never a
+//! regression. The noise band reported beside the verdict is the half-width of the baseline's
+//! own bootstrap CI of its median, at the same confidence: how far the baseline median moves
+//! from resampling alone. (The IQR would describe single-request spread, not the uncertainty of
+//! the median that the test actually compares, so it is not used.)
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use super::stats::{percentile_sorted, sorted_finite};
+use crate::error::{Error, Result};
+
+/// Fewest samples per side for a verdict (METRICS.md asks for R ≥ 3 repeats).
+pub const MIN_SAMPLES: usize = 3;
+
+/// How strict the comparison is.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CompareOptions {
+    /// Relative tolerance: 1.0 means "twice as slow" before anything can be a regression.
+    pub tolerance: f64,
+    /// Absolute floor in ms on the excess.
+    pub floor_ms: f64,
+    /// Confidence of the bootstrap interval (0.95 → the 2.5th..97.5th percentiles).
+    pub confidence: f64,
+    /// Bootstrap resamples.
+    pub resamples: usize,
+    /// Seed of the bootstrap's generator.
+    pub seed: u64,
+}
+
+impl Default for CompareOptions {
+    /// The suite's defaults: tolerance 1.0, no floor, 95 %, 2000 resamples, a fixed seed.
+    fn default() -> Self {
+        CompareOptions {
+            tolerance: 1.0,
+            floor_ms: 0.0,
+            confidence: 0.95,
+            resamples: 2000,
+            seed: 0x00c4_a79a_7e00,
+        }
+    }
+}
+
+impl CompareOptions {
+    /// Reject settings that would make the test meaningless (for the CLI to call on suite values).
+    pub fn validate(&self) -> Result<()> {
+        let hint = "fix the [latency] section of the suite";
+        if !(self.tolerance.is_finite() && self.tolerance >= 0.0) {
+            return Err(Error::input(format!(
+                "latency tolerance must be ≥ 0, got {}",
+                self.tolerance
+            ))
+            .hint(hint));
+        }
+        if !(self.floor_ms.is_finite() && self.floor_ms >= 0.0) {
+            return Err(Error::input(format!(
+                "latency regression floor must be ≥ 0 ms, got {}",
+                self.floor_ms
+            ))
+            .hint(hint));
+        }
+        if !(self.confidence > 0.0 && self.confidence < 1.0) {
+            return Err(Error::input(format!(
+                "latency confidence must be between 0 and 1 (e.g. 0.95), got {}",
+                self.confidence
+            ))
+            .hint(hint));
+        }
+        if self.resamples < 100 {
+            return Err(Error::input(format!(
+                "latency bootstrap needs at least 100 resamples, got {}",
+                self.resamples
+            ))
+            .hint(hint));
+        }
+        Ok(())
+    }
+}
+
+/// What the comparison concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The new median is within tolerance of the baseline's (or faster).
+    Ok,
+    /// Slower by more than the tolerance, but the CI of the difference includes zero.
+    Noise,
+    /// Slower by more than the tolerance, and the CI excludes zero.
+    Regression,
+    /// Fewer than 3 samples on a side: no verdict.
+    Insufficient,
+}
+
+/// The outcome of comparing two samples of one metric (ms).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub status: Status,
+    /// `status == Regression`.
+    pub regression: bool,
+    pub n_base: usize,
+    pub n_new: usize,
+    pub median_base: Option<f64>,
+    pub median_new: Option<f64>,
+    /// median_new / median_base (None when a side is empty or the base median is 0).
+    pub ratio: Option<f64>,
+    /// The excess median_new − median_base must exceed this (max(tolerance·base, floor)).
+    pub threshold_ms: Option<f64>,
+    /// Bootstrap CI of median_new − median_base (None without a verdict).
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    /// Half-width of the baseline median's bootstrap CI (None without a verdict).
+    pub noise_band: Option<f64>,
+    /// One sentence for the report.
+    pub reason: String,
+}
+
+impl Verdict {
+    /// The short form for `LatencyRow.verdict`: `ok`, `regression`, `noise (±x ms)`,
+    /// `insufficient data`.
+    pub fn label(&self) -> String {
+        match self.status {
+            Status::Ok => "ok".into(),
+            Status::Regression => "regression".into(),
+            Status::Noise => format!("noise (±{:.2} ms)", self.noise_band.unwrap_or(0.0)),
+            Status::Insufficient => "insufficient data".into(),
+        }
+    }
+}
+
+/// Compare a baseline sample with a new one (both in ms; non-finite values are ignored).
+pub fn compare(base: &[f64], new: &[f64], opts: &CompareOptions) -> Verdict {
+    let base = sorted_finite(base);
+    let new = sorted_finite(new);
+    let median_base = percentile_sorted(&base, 0.5);
+    let median_new = percentile_sorted(&new, 0.5);
+    let ratio = match (median_base, median_new) {
+        (Some(b), Some(n)) if b > 0.0 => Some(n / b),
+        _ => None,
+    };
+    let mut v = Verdict {
+        status: Status::Insufficient,
+        regression: false,
+        n_base: base.len(),
+        n_new: new.len(),
+        median_base,
+        median_new,
+        ratio,
+        threshold_ms: median_base.map(|b| threshold(b, opts)),
+        ci_low: None,
+        ci_high: None,
+        noise_band: None,
+        reason: String::new(),
+    };
+    let (Some(mb), Some(mn)) = (median_base, median_new) else {
+        v.reason = insufficient_reason(base.len(), new.len());
+        return v;
+    };
+    if base.len() < MIN_SAMPLES || new.len() < MIN_SAMPLES {
+        v.reason = insufficient_reason(base.len(), new.len());
+        return v;
+    }
+    let boot = bootstrap(&base, &new, opts);
+    let excess = mn - mb;
+    let limit = threshold(mb, opts);
+    v.ci_low = Some(boot.ci_low);
+    v.ci_high = Some(boot.ci_high);
+    v.noise_band = Some(boot.noise_band);
+    v.status = if excess <= limit {
+        Status::Ok
+    } else if boot.ci_low > 0.0 {
+        Status::Regression
+    } else {
+        Status::Noise
+    };
+    v.regression = v.status == Status::Regression;
+    v.reason = reason(v.status, mb, mn, limit, &boot, opts.confidence);
+    v
+}
+
+/// max(tolerance · median_base, floor).
+fn threshold(median_base: f64, opts: &CompareOptions) -> f64 {
+    (opts.tolerance * median_base).max(opts.floor_ms)
+}
+
+fn insufficient_reason(n_base: usize, n_new: usize) -> String {
+    format!(
+        "no verdict: {n_base} baseline and {n_new} new samples (at least {MIN_SAMPLES} each are needed)"
+    )
+}
+
+fn reason(
+    status: Status,
+    mb: f64,
+    mn: f64,
+    limit: f64,
+    boot: &Bootstrap,
+    confidence: f64,
+) -> String {
+    let pct = if mb > 0.0 {
+        format!(" ({:+.0} %)", (mn - mb) / mb * 100.0)
+    } else {
+        String::new()
+    };
+    let ci = format!(
+        "{:.0} % CI of the difference [{:.2}, {:.2}] ms",
+        confidence * 100.0,
+        boot.ci_low,
+        boot.ci_high
+    );
+    let head = format!("median {mb:.2} → {mn:.2} ms{pct}");
+    let noise = format!("noise band ±{:.2} ms", boot.noise_band);
+    match status {
+        Status::Ok => format!("{head}: within the allowed {limit:.2} ms; {noise}"),
+        Status::Noise => {
+            format!("{head}: above the allowed {limit:.2} ms, but the {ci} includes 0; {noise}")
+        }
+        Status::Regression => {
+            format!("{head}: above the allowed {limit:.2} ms and the {ci} excludes 0")
+        }
+        Status::Insufficient => head,
+    }
+}
+
+/// Bootstrap results.
+struct Bootstrap {
+    ci_low: f64,
+    ci_high: f64,
+    noise_band: f64,
+}
+
+/// Percentile bootstrap: resample each side with replacement, take both medians, and read the
+/// CI of their difference (and of the baseline median alone, for the noise band) from the
+/// (1 − c)/2 and (1 + c)/2 percentiles.
+fn bootstrap(base: &[f64], new: &[f64], opts: &CompareOptions) -> Bootstrap {
+    let mut rng = StdRng::seed_from_u64(opts.seed);
+    let resamples = opts.resamples.max(1);
+    let mut diffs = Vec::with_capacity(resamples);
+    let mut base_medians = Vec::with_capacity(resamples);
+    let mut scratch = Vec::with_capacity(base.len().max(new.len()));
+    for _ in 0..resamples {
+        let mb = resampled_median(base, &mut rng, &mut scratch);
+        let mn = resampled_median(new, &mut rng, &mut scratch);
+        diffs.push(mn - mb);
+        base_medians.push(mb);
+    }
+    diffs.sort_by(f64::total_cmp);
+    base_medians.sort_by(f64::total_cmp);
+    let confidence = opts.confidence.clamp(0.0, 1.0);
+    let lo_p = (1.0 - confidence) / 2.0;
+    let hi_p = 1.0 - lo_p;
+    let q = |v: &[f64], p| percentile_sorted(v, p).unwrap_or(0.0);
+    Bootstrap {
+        ci_low: q(&diffs, lo_p),
+        ci_high: q(&diffs, hi_p),
+        noise_band: (q(&base_medians, hi_p) - q(&base_medians, lo_p)) / 2.0,
+    }
+}
+
+/// The numpy-linear median of one resample with replacement of `x` (non-empty).
+fn resampled_median(x: &[f64], rng: &mut StdRng, scratch: &mut Vec<f64>) -> f64 {
+    scratch.clear();
+    scratch.extend((0..x.len()).map(|_| x[rng.random_range(0..x.len())]));
+    scratch.sort_unstable_by(f64::total_cmp);
+    percentile_sorted(scratch, 0.5).unwrap_or(f64::NAN)
+}
