@@ -92,7 +92,7 @@ Exit 0 pass, 1 regression, 2 bad input, 3 target unreachable or timed out.",
         after_help = "Examples:
   chatgate gate suites/smoke.toml                                   the embedded model in-process
   chatgate gate suites/smoke.toml --target http://127.0.0.1:8000    a running server
-  chatgate gate suites/smoke.toml --markdown "$GITHUB_STEP_SUMMARY" --junit gate.xml
+  chatgate gate suites/smoke.toml --markdown \"$GITHUB_STEP_SUMMARY\" --junit gate.xml
   chatgate review suites/smoke.toml                                 then review what changed"
     )]
     Gate(gate::GateArgs),
