@@ -311,17 +311,10 @@ impl Suite {
                 .as_ref()
                 .and_then(|r| r.snapshots.as_ref())
                 .map(resolve)
-                .unwrap_or_else(|| {
-                    base.join("snapshots")
-                        .join(file.name.clone().unwrap_or_else(|| stem.clone()))
-                }),
+                .unwrap_or_else(|| base.join("snapshots").join(file.name.clone().unwrap_or_else(|| stem.clone()))),
             replay_prompts: file.replay.as_ref().map(|r| resolve(&r.prompts)),
             reference_model: file.reference.as_ref().map(|r| resolve(&r.model)),
-            client_recording: file
-                .client
-                .as_ref()
-                .and_then(|c| c.recording.as_ref())
-                .map(resolve),
+            client_recording: file.client.as_ref().and_then(|c| c.recording.as_ref()).map(resolve),
             file,
         })
     }

@@ -101,11 +101,7 @@ pub fn load(path: &Path, defaults: &ReplaySection) -> Result<Vec<Prompt>> {
             (Some(m), None) if !m.is_empty() => m,
             (None, Some(p)) => vec![json!({"role": "user", "content": p})],
             (Some(_), Some(_)) => return Err(at("give `messages` or `prompt`, not both".into())),
-            _ => {
-                return Err(at(
-                    "a prompt needs `messages` (a non-empty list) or `prompt`".into(),
-                ))
-            }
+            _ => return Err(at("a prompt needs `messages` (a non-empty list) or `prompt`".into())),
         };
         let settings = PromptSettings {
             temperature: row.temperature.or(defaults.temperature).unwrap_or(0.0),
@@ -118,10 +114,7 @@ pub fn load(path: &Path, defaults: &ReplaySection) -> Result<Vec<Prompt>> {
             top_logprobs: defaults.top_logprobs.unwrap_or(2),
         };
         if !(0.0..=2.0).contains(&settings.temperature) {
-            return Err(at(format!(
-                "temperature {} is outside 0..2",
-                settings.temperature
-            )));
+            return Err(at(format!("temperature {} is outside 0..2", settings.temperature)));
         }
         if settings.max_tokens == 0 {
             return Err(at("max_tokens must be at least 1".into()));
