@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use crate::chain::online::Determinism;
 use crate::chain::{Boundary::Replay, Finding, Severity};
 use crate::error::Result;
-use crate::replay::{Prompt, Record};
+use crate::replay::Prompt;
 use crate::report::{PromptResult, PromptStatus};
-use crate::snapshot::{self, SnapshotBody, SnapshotFile, Store};
+use crate::snapshot::{self, SnapshotBody, SnapshotFile, SnapshotHeader, Store};
 use crate::suite::Suite;
 use crate::target::spec::{Target, TargetSpec};
 
@@ -34,7 +34,12 @@ pub async fn run(
     progress: &Progress,
 ) -> Result<Replayed> {
     let store = Store::open(&suite.snapshot_dir)?;
+    for p in prompts {
+        p.compare.validate(&p.id)?;
+    }
     let identity = model_identity(suite);
+    let source = suite.path.display().to_string();
+    let target_label = spec.display();
     progress.stage("replay", prompts.len() as u64);
     let mut out = Replayed {
         findings: Vec::new(),
@@ -62,8 +67,11 @@ pub async fn run(
                 continue;
             }
         };
-        let file = SnapshotFile::new(suite, spec, &identity, prompt, SnapshotBody::from_record(&rec, SNAPSHOT_LOGPROB_TOKENS));
-        out.prompts.push(compare_one(&store, prompt, file, &rec, class, update)?);
+        let file = SnapshotFile {
+            header: SnapshotHeader::for_prompt(&source, &suite.name, prompt, Some(&target_label), Some(&identity)),
+            body: SnapshotBody::from_record(&rec, SNAPSHOT_LOGPROB_TOKENS),
+        };
+        out.prompts.push(compare_one(&store, prompt, file, class, update)?);
     }
     out.findings = summarize(&out.prompts, &store, prompts)?;
     Ok(out)
@@ -73,7 +81,6 @@ fn compare_one(
     store: &Store,
     prompt: &Prompt,
     new: SnapshotFile,
-    _rec: &Record,
     determinism: Option<String>,
     update: bool,
 ) -> Result<PromptResult> {
@@ -88,24 +95,32 @@ fn compare_one(
     };
     let Some(accepted) = store.accepted(&prompt.id)? else {
         if update {
-            store.write_accepted(&prompt.id, &new)?;
+            accept_now(store, &prompt.id, &new)?;
             return Ok(result(PromptStatus::Pass, "new snapshot accepted (--update)".into(), None));
         }
         store.write_pending(&prompt.id, &new)?;
         return Ok(result(PromptStatus::New, "no accepted snapshot yet: review the pending .snap.new".into(), None));
     };
-    let cmp = prompt.compare.compare(&accepted.body, &new.body)?;
+    let cmp = prompt.compare.compare(&accepted.body, &new.body);
     if cmp.pass {
-        store.remove_pending(&prompt.id)?;
+        store.remove_stale_pending(&prompt.id)?;
         return Ok(result(PromptStatus::Pass, cmp.detail, None));
     }
     let diff = snapshot::diff_text(&accepted.body.render(), &new.body.render());
     if update {
-        store.write_accepted(&prompt.id, &new)?;
+        accept_now(store, &prompt.id, &new)?;
         return Ok(result(PromptStatus::Pass, format!("changed and accepted (--update): {}", cmp.detail), Some(diff)));
     }
     store.write_pending(&prompt.id, &new)?;
     Ok(result(PromptStatus::Changed, cmp.detail, Some(diff)))
+}
+
+/// `--update`: the same path a review takes — a pending file, then an atomic rename over the
+/// accepted one — so an interrupted update never leaves a half-written snapshot.
+fn accept_now(store: &Store, id: &str, file: &SnapshotFile) -> Result<()> {
+    store.write_pending(id, file)?;
+    store.accept(id)?;
+    Ok(())
 }
 
 fn summarize(results: &[PromptResult], store: &Store, prompts: &[Prompt]) -> Result<Vec<Finding>> {
@@ -125,17 +140,19 @@ fn summarize(results: &[PromptResult], store: &Store, prompts: &[Prompt]) -> Res
     if !orphans.is_empty() {
         out.push(
             Finding::new(Replay, "replay.orphans", Severity::Warning, format!("{} snapshot(s) belong to no prompt of the suite", orphans.len()))
-                .with("files", orphans.join(", "))
+                .with("files", orphans.iter().map(|o| o.path.display().to_string()).collect::<Vec<_>>().join(", "))
                 .with("hint", "remove them with chatgate accept --prune-orphans, or restore the prompts"),
         );
     }
     Ok(out)
 }
 
-/// The checkpoint identity for snapshot headers: the lock's weights hash when there is one.
+/// The checkpoint identity for snapshot headers: the model name, and the locked weights'
+/// hash when there is a lock (`tiny-chat@d634ad7dace0`).
 fn model_identity(suite: &Suite) -> String {
+    let name = crate::target::spec::model_name(suite);
     match crate::chain::lock::Lock::read(&suite.lock_path) {
-        Ok(Some(l)) => format!("weights sha256 {}", crate::chain::lock::short(&l.weights.total)),
-        _ => suite.model_dir.display().to_string(),
+        Ok(Some(l)) => format!("{name}@{}", crate::chain::lock::short(&l.weights.total)),
+        _ => name,
     }
 }

@@ -176,6 +176,11 @@ pub async fn serve(
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    // Without TCP_NODELAY, Nagle's algorithm holds a stream's first small SSE write until the
+    // client's delayed ACK (~40 ms on Linux): every TTFT would carry that delay.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await
