@@ -104,15 +104,15 @@ impl CallError {
         }
     }
 
-    /// The user-facing error: unreachable targets exit 3, the rest 2.
+    /// The user-facing error (its message already names the URL): unreachable targets
+    /// exit 3, the rest 2.
     pub fn to_error(&self) -> Error {
-        let e = if self.unreachable() {
+        if self.unreachable() {
             Error::unreachable(self.to_string())
                 .hint("check that the server is running and the suite's [target] base_url is right")
         } else {
             Error::input(self.to_string())
-        };
-        e.file(self.url())
+        }
     }
 }
 
