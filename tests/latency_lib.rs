@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chatgate::latency::{
-    closed_loop, compare, compare_baseline, definitions, open_loop, scenario_samples, Arrival,
-    Baseline, CompareOptions, Environment, ItlBasis, Metric, NOutSource, RequestMetrics,
+    closed_loop, compare, compare_baseline, definitions, latency_row, open_loop, scenario_samples,
+    Arrival, Baseline, CompareOptions, Environment, ItlBasis, Metric, NOutSource, RequestMetrics,
     RunSummary, Schedule, Settings, Slo, Status, Summary,
 };
 use chatgate::replay::{OutputEvent, OutputKind, Record, Usage};
@@ -574,7 +574,7 @@ async fn closed_loop_respects_concurrency_and_excludes_warmup() {
             calls.fetch_add(1, Ordering::SeqCst);
             let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             peak.fetch_max(now, Ordering::SeqCst);
-            let r = fake_request(t_sched, 5 + (i as u64 % 3) * 5).await;
+            let r = fake_request(t_sched, 30 + (i as u64 % 3) * 10).await;
             in_flight.fetch_sub(1, Ordering::SeqCst);
             r
         }
@@ -663,17 +663,17 @@ async fn a_capped_open_loop_reports_the_drift_it_causes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn goodput_counts_errors_as_misses() {
-    // Four requests: two fast, one slow, one error. SLO TTFT ≤ 50 ms → 2 of 4 attain.
+    // Four requests: two fast, one slow, one error. SLO TTFT ≤ 150 ms → 2 of 4 attain.
     let outcomes = closed_loop(4, 4, 0, |i, t_sched| async move {
         match i {
             3 => Err("connection refused".to_string()),
-            2 => fake_request(t_sched, 120).await,
+            2 => fake_request(t_sched, 300).await,
             _ => fake_request(t_sched, 1).await,
         }
     })
     .await;
     let slo = Slo {
-        ttft: Some(50.0),
+        ttft: Some(150.0),
         tpot: None,
         e2el: None,
     };
@@ -709,4 +709,45 @@ fn definitions_are_metrics_md_verbatim() {
         .map(|(name, def)| format!("| {name} | {def} |"))
         .collect();
     assert_eq!(rows.join("\n"), METRICS_MD_TABLE.trim_end());
+}
+
+#[test]
+fn report_rows_and_suite_options() {
+    let base = [10.0, 11.0, 12.0];
+    let new = [30.0, 31.0, 32.0, 33.0];
+    let v = compare(&base, &new, &opts(0.5, 0.0));
+    let row = latency_row(Metric::Ttft, &new, Some(&base), Some(&v)).unwrap();
+    assert_eq!(row.metric, "ttft");
+    assert_eq!(row.n, 4);
+    assert!(close(row.p50, 31.5));
+    assert_eq!(row.baseline_p50, Some(11.0));
+    assert_eq!(row.verdict, "regression");
+    assert_eq!(row.baseline_samples, base.to_vec());
+    let row = latency_row(Metric::Itl, &new, None, None).unwrap();
+    assert_eq!(row.verdict, "no baseline");
+    assert!(latency_row(Metric::Tpot, &[], None, None).is_none());
+
+    let section: chatgate::suite::LatencySection =
+        toml::from_str("tolerance = 0.25\nmin_regression_ms = { tpot = 3.0 }\nbootstrap = 500")
+            .unwrap();
+    let o = CompareOptions::for_metric(Some(&section), Metric::Itl);
+    assert_eq!((o.tolerance, o.floor_ms, o.resamples), (0.25, 3.0, 500));
+    let o = CompareOptions::for_metric(Some(&section), Metric::Ttft);
+    assert_eq!(o.floor_ms, 50.0, "the TTFT default floor");
+    assert_eq!(
+        CompareOptions::for_metric(None, Metric::E2el).floor_ms,
+        100.0
+    );
+}
+
+#[test]
+fn environment_differences_are_listed() {
+    let a = Environment::current("candle:models/tiny-chat", None);
+    assert!(a.differences(&a).is_empty());
+    let mut b = a.clone();
+    b.cpus += 2;
+    b.model = Some("other".into());
+    let d = b.differences(&a);
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert!(d[0].starts_with("cpus: baseline"), "{d:?}");
 }
