@@ -11,9 +11,11 @@ use std::path::{Path, PathBuf};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use super::compare::{compare, CompareOptions, Verdict};
+use super::compare::{compare, compare_stratified, CompareOptions, Verdict};
 use super::metrics::{Metric, RequestMetrics};
 use crate::error::{Error, Result};
+
+type SerResult<T, E> = std::result::Result<T, E>;
 
 /// The file format's version; a different one is rejected with a hint to re-record.
 pub const BASELINE_VERSION: u32 = 1;
@@ -92,8 +94,28 @@ pub struct Baseline {
     pub created: String,
     pub environment: Environment,
     pub settings: Settings,
-    /// Prompt id → metric → samples (ms).
+    /// Prompt id → metric → samples (ms), stored at microsecond resolution (finer digits are
+    /// clock noise, and short decimals read back exactly).
+    #[serde(serialize_with = "serialize_rounded")]
     pub scenarios: Scenarios,
+}
+
+/// Samples rounded to 0.001 ms on the way out.
+fn serialize_rounded<S: serde::Serializer>(
+    scenarios: &Scenarios,
+    s: S,
+) -> SerResult<S::Ok, S::Error> {
+    let rounded: IndexMap<&String, IndexMap<&Metric, Vec<f64>>> = scenarios
+        .iter()
+        .map(|(id, metrics)| {
+            let m = metrics
+                .iter()
+                .map(|(k, v)| (k, v.iter().map(|x| (x * 1e3).round() / 1e3).collect()))
+                .collect();
+            (id, m)
+        })
+        .collect();
+    rounded.serialize(s)
 }
 
 impl Baseline {
@@ -197,7 +219,8 @@ pub struct MetricVerdict {
 
 /// Compare a run with a baseline, metric by metric (`Metric::GATED` order). Samples are pooled
 /// over the scenarios present in *both* (a prompt added or removed since the baseline must not
-/// shift the pooled distribution); with `per_scenario`, one verdict per shared scenario and
+/// shift the pooled distribution) and bootstrapped per scenario (`compare_stratified`); with
+/// `per_scenario`, one verdict per shared scenario and
 /// metric follows the pooled ones. `opts` gives each metric its options (its floor differs).
 pub fn compare_baseline(
     base: &Baseline,
@@ -219,16 +242,14 @@ pub fn compare_baseline(
     let mut out = Vec::new();
     for metric in Metric::GATED {
         let o = opts(metric);
-        let pool = |side: &Scenarios| -> Vec<f64> {
-            shared
-                .iter()
-                .flat_map(|id| samples(side, id, metric))
-                .collect()
+        let strata = |side: &Scenarios| -> Vec<Vec<f64>> {
+            shared.iter().map(|id| samples(side, id, metric)).collect()
         };
+        let (b, n) = (strata(&base.scenarios), strata(new));
         out.push(MetricVerdict {
             metric,
             scenario: None,
-            verdict: compare(&pool(&base.scenarios), &pool(new), &o),
+            verdict: compare_stratified(&slices(&b), &slices(&n), &o),
         });
     }
     if per_scenario {
@@ -248,4 +269,9 @@ pub fn compare_baseline(
         }
     }
     out
+}
+
+/// Borrow each stratum as a slice.
+fn slices(v: &[Vec<f64>]) -> Vec<&[f64]> {
+    v.iter().map(Vec::as_slice).collect()
 }

@@ -137,10 +137,22 @@ impl Verdict {
 
 /// Compare a baseline sample with a new one (both in ms; non-finite values are ignored).
 pub fn compare(base: &[f64], new: &[f64], opts: &CompareOptions) -> Verdict {
-    let base = sorted_finite(base);
-    let new = sorted_finite(new);
-    let median_base = percentile_sorted(&base, 0.5);
-    let median_new = percentile_sorted(&new, 0.5);
+    compare_stratified(&[base], &[new], opts)
+}
+
+/// Compare pooled samples made of strata (e.g. one per prompt): the medians are those of the
+/// pooled samples, but the bootstrap resamples each stratum on its own, keeping its size. Pooling
+/// prompts of very different lengths makes a multi-modal distribution whose plain-bootstrap
+/// median jumps between modes; resampling within strata keeps the mix fixed, so the interval
+/// reflects the noise within each prompt rather than the luck of the draw between them.
+/// `base` and `new` are matched by position only for reading; strata may differ in number.
+pub fn compare_stratified(base: &[&[f64]], new: &[&[f64]], opts: &CompareOptions) -> Verdict {
+    let base: Vec<Vec<f64>> = base.iter().map(|s| sorted_finite(s)).collect();
+    let new: Vec<Vec<f64>> = new.iter().map(|s| sorted_finite(s)).collect();
+    let pooled = |strata: &[Vec<f64>]| sorted_finite(&strata.concat());
+    let (base_all, new_all) = (pooled(&base), pooled(&new));
+    let median_base = percentile_sorted(&base_all, 0.5);
+    let median_new = percentile_sorted(&new_all, 0.5);
     let ratio = match (median_base, median_new) {
         (Some(b), Some(n)) if b > 0.0 => Some(n / b),
         _ => None,
@@ -148,8 +160,8 @@ pub fn compare(base: &[f64], new: &[f64], opts: &CompareOptions) -> Verdict {
     let mut v = Verdict {
         status: Status::Insufficient,
         regression: false,
-        n_base: base.len(),
-        n_new: new.len(),
+        n_base: base_all.len(),
+        n_new: new_all.len(),
         median_base,
         median_new,
         ratio,
@@ -157,14 +169,12 @@ pub fn compare(base: &[f64], new: &[f64], opts: &CompareOptions) -> Verdict {
         ci_low: None,
         ci_high: None,
         noise_band: None,
-        reason: String::new(),
+        reason: insufficient_reason(base_all.len(), new_all.len()),
     };
     let (Some(mb), Some(mn)) = (median_base, median_new) else {
-        v.reason = insufficient_reason(base.len(), new.len());
         return v;
     };
-    if base.len() < MIN_SAMPLES || new.len() < MIN_SAMPLES {
-        v.reason = insufficient_reason(base.len(), new.len());
+    if base_all.len() < MIN_SAMPLES || new_all.len() < MIN_SAMPLES {
         return v;
     }
     let boot = bootstrap(&base, &new, opts);
@@ -236,15 +246,15 @@ struct Bootstrap {
     noise_band: f64,
 }
 
-/// Percentile bootstrap: resample each side with replacement, take both medians, and read the
-/// CI of their difference (and of the baseline median alone, for the noise band) from the
-/// (1 − c)/2 and (1 + c)/2 percentiles.
-fn bootstrap(base: &[f64], new: &[f64], opts: &CompareOptions) -> Bootstrap {
+/// Percentile bootstrap: resample each side (stratum by stratum) with replacement, take both
+/// medians, and read the CI of their difference (and of the baseline median alone, for the
+/// noise band) from the (1 − c)/2 and (1 + c)/2 percentiles.
+fn bootstrap(base: &[Vec<f64>], new: &[Vec<f64>], opts: &CompareOptions) -> Bootstrap {
     let mut rng = StdRng::seed_from_u64(opts.seed);
     let resamples = opts.resamples.max(1);
     let mut diffs = Vec::with_capacity(resamples);
     let mut base_medians = Vec::with_capacity(resamples);
-    let mut scratch = Vec::with_capacity(base.len().max(new.len()));
+    let mut scratch = Vec::new();
     for _ in 0..resamples {
         let mb = resampled_median(base, &mut rng, &mut scratch);
         let mn = resampled_median(new, &mut rng, &mut scratch);
@@ -264,10 +274,13 @@ fn bootstrap(base: &[f64], new: &[f64], opts: &CompareOptions) -> Bootstrap {
     }
 }
 
-/// The numpy-linear median of one resample with replacement of `x` (non-empty).
-fn resampled_median(x: &[f64], rng: &mut StdRng, scratch: &mut Vec<f64>) -> f64 {
+/// The numpy-linear median of one resample with replacement of every stratum (same sizes;
+/// the pooled sample is non-empty).
+fn resampled_median(strata: &[Vec<f64>], rng: &mut StdRng, scratch: &mut Vec<f64>) -> f64 {
     scratch.clear();
-    scratch.extend((0..x.len()).map(|_| x[rng.random_range(0..x.len())]));
+    for x in strata.iter().filter(|x| !x.is_empty()) {
+        scratch.extend((0..x.len()).map(|_| x[rng.random_range(0..x.len())]));
+    }
     scratch.sort_unstable_by(f64::total_cmp);
     percentile_sorted(scratch, 0.5).unwrap_or(f64::NAN)
 }

@@ -12,7 +12,7 @@ pub use baseline::{
     compare_baseline, scenario_samples, Baseline, Environment, MetricVerdict, ScenarioSamples,
     Scenarios, Settings, BASELINE_VERSION,
 };
-pub use compare::{compare, CompareOptions, Status, Verdict, MIN_SAMPLES};
+pub use compare::{compare, compare_stratified, CompareOptions, Status, Verdict, MIN_SAMPLES};
 pub use load::{closed_loop, meets_slo, open_loop, Outcome, RunSummary, Slo};
 pub use metrics::{ItlBasis, Metric, NOutSource, RequestMetrics};
 pub use schedule::{Arrival, Schedule};
