@@ -83,6 +83,8 @@ pub struct ServerSection {
     pub concurrency: Option<usize>,
     /// How many replay prompts probe the server (default 4; greedy prompts without stop strings).
     pub probes: Option<usize>,
+    /// An open-ended prompt for the sampling probe (temperature 0 must not follow the seed).
+    pub sampling_prompt: Option<String>,
     /// max_tokens of the probes (default 24).
     pub max_tokens: Option<u32>,
     /// Check ids whose warnings fail the gate here (e.g. `["server.include-usage"]`):

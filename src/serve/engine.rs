@@ -222,12 +222,16 @@ impl Engine {
         tools: Option<&Value>,
         add_generation_prompt: bool,
     ) -> Result<(String, Vec<u32>), ApiError> {
+        // The llama-2 template concatenates bos_token; a model without one renders it as "".
+        let mut special = self.special.clone();
+        special.bos_token.get_or_insert_with(String::new);
+        special.eos_token.get_or_insert_with(String::new);
         let rendered = template
             .render(&RenderRequest {
                 messages: messages.to_vec(),
                 tools: tools.cloned(),
                 add_generation_prompt,
-                special_tokens: self.special.clone(),
+                special_tokens: special,
                 ..RenderRequest::default()
             })
             .map_err(|e| ApiError::bad_request(e.to_string()).code("template_error"))?;

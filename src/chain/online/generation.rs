@@ -3,7 +3,7 @@
 //! it uses?
 use serde_json::Value;
 
-use super::{Observed, Online, ProbeRun};
+use super::{Observed, Online};
 use crate::chain::{Boundary::GenerationConfig as Gen, Finding, Severity};
 
 pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
@@ -67,8 +67,17 @@ fn leaked_terminator(online: &Online, text: &str) -> Option<String> {
 fn sampling(obs: &Observed) -> Finding {
     const ID: &str = "generation.sampling-honoured";
     // Unstable same-seed replies are the server's nondeterminism, judged at the server boundary.
-    if obs.runs.iter().any(|r| r.determinism() == Some(super::Determinism::Sampled)) {
+    let same_seed_unstable = obs.runs.iter().any(|r| r.determinism() == Some(super::Determinism::Sampled))
+        || matches!((obs.sampling.first(), obs.sampling.get(1)), (Some(Ok(a)), Some(Ok(b))) if a.text != b.text);
+    if same_seed_unstable {
         return Finding::new(Gen, ID, Severity::Info, "identical requests already differ (see server.determinism): whether the seed steers temperature 0 cannot be told apart");
+    }
+    let replies: Vec<&crate::replay::Record> = obs.sampling.iter().filter_map(|r| r.as_ref().ok()).collect();
+    if let Some(other) = replies.iter().skip(2).find(|r| replies.first().is_some_and(|a| a.text != r.text)) {
+        return Finding::new(Gen, ID, Severity::Error, "temperature 0 is not honoured: another seed gives another reply, so the server samples (it applies its own sampling defaults over the request)")
+            .with("probe", super::show(&super::SAMPLING_PROMPT.to_string()))
+            .with("seed A", super::show(&replies[0].text))
+            .with("seed B", super::show(&other.text));
     }
     for run in &obs.runs {
         let (Some(main), Some(Ok(other))) = (run.main(), &run.other_seed) else { continue };
@@ -78,18 +87,23 @@ fn sampling(obs: &Observed) -> Finding {
                 .with("seed A", super::show(&main.text))
                 .with("seed B", super::show(&other.text));
         }
-        if let Some(detail) = not_greedy(run) {
+    }
+    let greedy_checked = replies.iter().copied().chain(obs.runs.iter().filter_map(|r| r.main()));
+    for rec in greedy_checked {
+        if let Some(detail) = not_greedy(rec) {
             return Finding::new(Gen, ID, Severity::Error, "temperature 0 is not honoured: the server picked a token that is not its own most likely one")
-                .with("probe", &run.probe.id)
                 .with("where", detail);
         }
+    }
+    if replies.is_empty() && obs.runs.iter().all(|r| r.main().is_none()) {
+        return Finding::new(Gen, ID, Severity::Warning, "no temperature-0 reply to check sampling on");
     }
     Finding::pass(Gen, ID, "temperature 0 replies are greedy and independent of the seed")
 }
 
 /// The first step where the chosen token is less likely than the server's own top candidate.
-fn not_greedy(run: &ProbeRun) -> Option<String> {
-    let lps = run.main()?.logprobs.as_ref()?;
+fn not_greedy(rec: &crate::replay::Record) -> Option<String> {
+    let lps = rec.logprobs.as_ref()?;
     lps.iter().enumerate().find_map(|(k, lp)| {
         let best = lp.top.iter().map(|t| t.logprob).fold(f32::NEG_INFINITY, f32::max);
         (best - lp.logprob > 1e-3).then(|| {

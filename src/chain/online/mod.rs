@@ -25,6 +25,9 @@ use crate::replay::{ChatRequest, Record};
 use crate::target::local::CandleTarget;
 use crate::target::openai::{CallError, HttpTarget};
 
+/// The default open-ended prompt of the sampling probe.
+pub const SAMPLING_PROMPT: &str = "Write a short story about a dragon who loves tea.";
+
 /// A conversation the server boundary probes with (a replayed prompt, or a suite conversation).
 #[derive(Debug, Clone)]
 pub struct Probe {
@@ -137,6 +140,8 @@ pub struct Observed {
     pub runs: Vec<ProbeRun>,
     /// The raw JSON of the first probe's non-streamed reply (schema check).
     pub raw_reply: Option<std::result::Result<Value, CallError>>,
+    /// The open-ended sampling probe at temperature 0: seed A twice, then seeds B and C.
+    pub sampling: Vec<std::result::Result<Record, CallError>>,
 }
 
 /// What the online pass found, plus each probe's determinism class (the replay uses it).
@@ -221,12 +226,14 @@ impl Online<'_> {
             Some(p) => Some(self.raw_reply(p).await),
             None => None,
         };
+        let sampling = self.sampling_probe().await;
         Ok(Observed {
             models,
             health_status,
             props,
             runs,
             raw_reply,
+            sampling,
         })
     }
 
@@ -263,6 +270,26 @@ impl Online<'_> {
         }
     }
 
+    /// An open-ended prompt at temperature 0 with the same seed twice, then two other seeds.
+    /// Greedy decoding gives one reply whatever the seed; a server that samples anyway (it
+    /// applies its own temperature over the request's) gives replies that follow the seed — and
+    /// an open-ended prompt, unlike a trained answer, has many likely continuations to show it.
+    async fn sampling_probe(&self) -> Vec<std::result::Result<Record, CallError>> {
+        let probe = Probe {
+            id: "sampling-probe".into(),
+            messages: vec![json!({"role": "user", "content": self.ctx.suite.file.server.sampling_prompt.clone().unwrap_or_else(|| SAMPLING_PROMPT.to_string())})],
+            tools: None,
+        };
+        let seed = self.settings.seed;
+        let mut out = Vec::new();
+        for s in [seed, seed, seed + 1, seed + 2] {
+            let mut req = self.request(&probe, s, false);
+            req.max_tokens = Some(32);
+            out.push(self.http.chat(&req).await);
+        }
+        out
+    }
+
     fn local_ids(&self, probe: &Probe) -> Option<Vec<u32>> {
         let p = self.ctx.serving.as_ref()?;
         let r = p.render(&probe.messages, probe.tools.as_deref(), true).ok()?;
@@ -279,6 +306,13 @@ impl Online<'_> {
             "seed": self.settings.seed,
         });
         let r = self.http.post_json("/v1/chat/completions", &body).await?;
+        if !(200..300).contains(&r.status) {
+            return Err(CallError::Status {
+                url: "/v1/chat/completions".into(),
+                status: r.status,
+                body: String::from_utf8_lossy(&r.body).chars().take(300).collect(),
+            });
+        }
         r.json.ok_or_else(|| CallError::Protocol {
             url: "/v1/chat/completions".into(),
             detail: format!("HTTP {} with a body that is not JSON", r.status),

@@ -16,13 +16,14 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
         let (Some(server), Some(mine)) = (&run.server_ids, &run.local_ids) else { continue };
         compared += 1;
         if let Some(d) = diverge(&local.tokenizer, server, &local.tokenizer, mine, local.bos_id(), &run.probe.messages) {
-            diverged.push((run.probe.id.clone(), d));
+            let class = shape_class(&local.tokenizer, server, mine).unwrap_or(d.class.name());
+            diverged.push((run.probe.id.clone(), d, class));
         }
     }
-    if let Some((id, d)) = diverged.first() {
+    if let Some((id, d, class)) = diverged.first() {
         out.push(
-            Finding::new(Template, "template.server-ids", Severity::Error, format!("the server builds another prompt than the model's template: {} ({} of {compared} probes)", d.class.name(), diverged.len()))
-                .with("class", d.class.name())
+            Finding::new(Template, "template.server-ids", Severity::Error, format!("the server builds another prompt than the model's template: {class} ({} of {compared} probes)", diverged.len()))
+                .with("class", class)
                 .with("probe", id)
                 .with("first difference", format!("token {} (server has {} tokens, local render {})", d.position, d.serving_len, d.sft_len))
                 .with("server", &d.serving_context)
@@ -35,7 +36,43 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
     if compared == 0 {
         out.push(prompt_tokens(obs));
     }
+    out.extend(server_render_errors(obs));
     out
+}
+
+/// Shapes the token diff alone names, whatever the tokenizer calls its BOS: one extra leading
+/// special token (a BOS the server adds on top of the template's: double-bos), or one side a
+/// prefix of the other (the generation prompt is missing or extra).
+fn shape_class(tok: &tokenizers::Tokenizer, server: &[u32], local: &[u32]) -> Option<&'static str> {
+    let special = |id: u32| tok.get_added_vocabulary().is_special_token(&tok.id_to_token(id).unwrap_or_default());
+    if server.len() == local.len() + 1 && server[1..] == *local && special(server[0]) {
+        return Some("double-bos");
+    }
+    if local.len() == server.len() + 1 && local[1..] == *server && special(local[0]) {
+        return Some("missing-bos");
+    }
+    if server.len() != local.len() && (local.starts_with(server) || server.starts_with(local)) {
+        return Some("generation-prompt");
+    }
+    None
+}
+
+/// A server that refuses valid chats because its template fails to render them: the model's
+/// own template renders these conversations (the offline chain did), so the server's is another.
+fn server_render_errors(obs: &Observed) -> Option<Finding> {
+    let failed = obs.runs.iter().find_map(|r| match r.plain.first() {
+        Some(Err(crate::target::openai::CallError::Status { status, body, .. }))
+            if (400..600).contains(status) && body.to_lowercase().contains("template") =>
+        {
+            Some((r.probe.id.clone(), *status, body.clone()))
+        }
+        _ => None,
+    })?;
+    Some(
+        Finding::new(Template, "template.server-render", Severity::Error, "the server's chat template fails on a conversation the model's own template renders: it serves another template")
+            .with("probe", failed.0)
+            .with("server", format!("HTTP {}: {}", failed.1, super::show(&failed.2))),
+    )
 }
 
 /// usage.prompt_tokens against the local render's count (METRICS.md: their difference is the
