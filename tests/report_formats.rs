@@ -339,11 +339,11 @@ fn junit_suites_follow_the_chain_and_fail_where_the_gate_failed() {
     );
     let body = description(&broken.status);
     assert!(
-        body.starts_with("first broken boundary: template"),
+        body.starts_with("first broken boundary: template (template.server-ids)\n"),
         "{body}"
     );
     assert!(
-        body.contains("server ids: [151644, 872, 198, 151645]"),
+        body.contains("server ids: [151644, 872, 198, 151645]\nrendered:\n    <|im_start|>user\n    Hi<|im_end|>\n"),
         "{body}"
     );
     let warning = &template.test_cases[1];
@@ -503,6 +503,11 @@ fn markdown_replay_diffs_and_latency() {
         "<details>\n<summary>diff of <code>capital</code> (accepted → new)</summary>\n\n```diff\n--- accepted\n"
     ));
     assert!(md.contains("| TTFT | 40 |"), "{md}");
+    // A metric without samples shows dashes, not zeros.
+    assert!(
+        md.contains("| ITL | 0 | — | — | — | — | ➖ no baseline |"),
+        "{md}"
+    );
     assert!(md.contains("| ❌ regression |"), "{md}");
     assert!(md.contains("➖ noise (±6.1%) |"), "{md}");
     assert!(md.contains("- **SLO attainment**: 92.5 %"));

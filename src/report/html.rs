@@ -13,9 +13,9 @@ use crate::chain::{Boundary, Finding, Findings, Severity};
 
 use super::gate::{GateReport, LatencyRow, LatencyTotals, PromptResult, PromptStatus};
 use super::markdown::{
-    clip, failure_reasons, fmt_ms, html_escape as esc, is_regression, latency_icon, prompt_symptom,
-    prompt_tally, severity_counts, status_icon, status_word, totals_lines, truncate_diff, verdict,
-    BOUNDARIES, MAX_VALUE_CHARS,
+    clip, failure_reasons, fmt_ms, html_escape as esc, is_regression, prompt_symptom, prompt_tally,
+    row_ms, severity_counts, status_word, totals_lines, truncate_diff, verdict, BOUNDARIES,
+    MAX_VALUE_CHARS,
 };
 
 /// An HTML file has no size limit, but a runaway diff should not make it unopenable.
@@ -24,17 +24,19 @@ const MAX_DIFF_BYTES: usize = 256 * 1024;
 /// Above this many samples a CDF is drawn through evenly spaced quantiles (the shape is the
 /// same; the file stays small).
 const MAX_PLOT_POINTS: usize = 1000;
+/// Diffs are expanded when there are at most this many.
+const OPEN_DIFFS: usize = 5;
 
 /// Render the whole report as one HTML document.
 pub fn render(report: &GateReport) -> String {
-    let (icon, word) = verdict(report);
-    let title = format!("{icon} chatgate gate: {word} — {}", report.suite);
+    let (_, word) = verdict(report);
+    let title = format!("{word} — chatgate gate — {}", report.suite);
     let mut out = String::with_capacity(64 * 1024);
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
     out.push_str(&format!("<title>{}</title>\n", esc(&title)));
     out.push_str(&format!("<style>{CSS}</style>\n</head>\n<body>\n<main>\n"));
-    header(&mut out, report, &title);
+    header(&mut out, report, word);
     chain_strip(&mut out, &report.findings);
     boundary_table(&mut out, &report.findings);
     problems(&mut out, &report.findings, Severity::Error, "Errors");
@@ -47,11 +49,12 @@ pub fn render(report: &GateReport) -> String {
 }
 
 /// Verdict banner, run facts, first broken boundary and its downstream symptoms.
-fn header(out: &mut String, report: &GateReport, title: &str) {
+/// Badges are words on colour rather than emoji, which not every machine has a font for.
+fn header(out: &mut String, report: &GateReport, word: &str) {
     let class = if report.passed() { "pass" } else { "fail" };
     out.push_str(&format!(
-        "<header class=\"verdict {class}\">\n<h1>{}</h1>\n",
-        esc(title)
+        "<header class=\"verdict {class}\">\n<h1><span class=\"badge {class}\">{word}</span> chatgate gate — {}</h1>\n",
+        esc(&report.suite)
     ));
     out.push_str(&format!(
         "<p class=\"meta\">Suite <code>{}</code> · target <code>{}</code> · {:.1} s · exit code {}</p>\n",
@@ -208,7 +211,7 @@ fn replay(out: &mut String, prompts: &[PromptResult]) {
         return;
     }
     out.push_str(&format!(
-        "<section>\n<h2>Replay — {}</h2>\n<table>\n<thead><tr><th>prompt</th><th>status</th><th>comparator</th><th>determinism</th><th>detail</th></tr></thead>\n<tbody>\n",
+        "<section>\n<h2>Replay — {}</h2>\n<table class=\"wide\">\n<thead><tr><th>prompt</th><th>status</th><th>comparator</th><th>determinism</th><th>detail</th></tr></thead>\n<tbody>\n",
         esc(&prompt_tally(prompts))
     ));
     for p in prompts {
@@ -218,9 +221,8 @@ fn replay(out: &mut String, prompts: &[PromptResult]) {
             PromptStatus::Changed | PromptStatus::Error => "error",
         };
         out.push_str(&format!(
-            "<tr class=\"{cls}\"><td><code>{}</code></td><td>{} {}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            "<tr class=\"{cls}\"><td><code>{}</code></td><td><span class=\"badge {cls}\">{}</span></td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             esc(&p.id),
-            status_icon(p.status),
             status_word(p.status),
             esc(&p.comparator),
             esc(p.determinism.as_deref().unwrap_or("—")),
@@ -228,19 +230,24 @@ fn replay(out: &mut String, prompts: &[PromptResult]) {
         ));
     }
     out.push_str("</tbody>\n</table>\n");
-    for p in prompts {
-        if let Some(diff) = p.diff.as_deref().filter(|d| !d.is_empty()) {
-            diff_block(out, &p.id, diff);
-        }
+    let diffs: Vec<(&str, &str)> = prompts
+        .iter()
+        .filter_map(|p| Some((p.id.as_str(), p.diff.as_deref().filter(|d| !d.is_empty())?)))
+        .collect();
+    // A few diffs are the story of the run: show them; many would bury the tables.
+    let open = diffs.len() <= OPEN_DIFFS;
+    for (id, diff) in diffs {
+        diff_block(out, id, diff, open);
     }
     out.push_str("</section>\n");
 }
 
 /// A collapsed diff, each line coloured by its unified-diff prefix.
-fn diff_block(out: &mut String, id: &str, diff: &str) {
+fn diff_block(out: &mut String, id: &str, diff: &str, open: bool) {
     let cut = truncate_diff(diff, MAX_DIFF_LINES, MAX_DIFF_BYTES);
+    let open = if open { " open" } else { "" };
     out.push_str(&format!(
-        "<details>\n<summary>diff of <code>{}</code> (accepted → new)</summary>\n<pre class=\"diff\">",
+        "<details{open}>\n<summary>diff of <code>{}</code> (accepted → new)</summary>\n<pre class=\"diff\">",
         esc(id)
     ));
     for l in cut.text.lines() {
@@ -255,7 +262,8 @@ fn diff_block(out: &mut String, id: &str, diff: &str) {
         } else {
             "ctx"
         };
-        out.push_str(&format!("<span class=\"{cls}\">{}</span>\n", esc(l)));
+        // Block spans break the lines; a newline as well would double-space them.
+        out.push_str(&format!("<span class=\"{cls}\">{}</span>", esc(l)));
     }
     out.push_str("</pre>\n");
     if let Some(note) = cut.note() {
@@ -295,16 +303,21 @@ fn latency(out: &mut String, rows: &[LatencyRow], totals: Option<&LatencyTotals>
 fn latency_table(out: &mut String, rows: &[LatencyRow]) {
     out.push_str("<table>\n<thead><tr><th>metric</th><th class=\"num\">n</th><th class=\"num\">p50 (ms)</th><th class=\"num\">p90 (ms)</th><th class=\"num\">p99 (ms)</th><th class=\"num\">baseline p50 (ms)</th><th>verdict</th></tr></thead>\n<tbody>\n");
     for r in rows {
-        let cls = if is_regression(r) { "error" } else { "ok" };
+        let cls = if is_regression(r) {
+            "error"
+        } else if r.verdict.trim() == "ok" {
+            "ok"
+        } else {
+            "idle"
+        };
         out.push_str(&format!(
-            "<tr class=\"{cls}\"><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{} {}</td></tr>\n",
+            "<tr class=\"{cls}\"><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><span class=\"badge {cls}\">{}</span></td></tr>\n",
             esc(&r.metric.to_uppercase()),
             r.n,
-            fmt_ms(r.p50),
-            fmt_ms(r.p90),
-            fmt_ms(r.p99),
+            row_ms(r, r.p50),
+            row_ms(r, r.p90),
+            row_ms(r, r.p99),
             r.baseline_p50.map(fmt_ms).unwrap_or_else(|| "—".into()),
-            latency_icon(r),
             esc(&r.verdict)
         ));
     }
@@ -331,10 +344,12 @@ fn definitions(out: &mut String, defs: &[(String, String)]) {
 
 /// Plot geometry (SVG user units).
 const W: f64 = 520.0;
-const H: f64 = 280.0;
+const H: f64 = 300.0;
 const LEFT: f64 = 48.0;
 const RIGHT: f64 = 16.0;
-const TOP: f64 = 30.0;
+/// Room above the plot: the title and legend row, then one row per marker label, so no text
+/// ever sits on a curve.
+const TOP: f64 = 54.0;
 const BOTTOM: f64 = 44.0;
 
 /// Maps data to SVG coordinates over a tick-aligned x range.
@@ -513,7 +528,7 @@ fn marker(s: &mut String, axes: &Axes, v: f64, label: &str, row: usize) {
     }
     let x = axes.x(v);
     let (y0, y1) = (axes.y(0.0), axes.y(1.0));
-    let ty = y1 + 12.0 + 12.0 * row as f64;
+    let ty = y1 - 20.0 + 13.0 * row as f64;
     // Labels near the right edge read leftwards so they stay inside the plot.
     let (anchor, tx) = if x > W - RIGHT - 90.0 {
         ("end", x - 4.0)
@@ -527,10 +542,10 @@ fn marker(s: &mut String, axes: &Axes, v: f64, label: &str, row: usize) {
     );
 }
 
-/// Which line is which, top left (where a CDF is still low).
+/// Which line is which, in the title row (inside the plot it would cover a curve).
 fn legend(s: &mut String, r: &LatencyRow) {
-    let x = LEFT + 10.0;
-    let mut y = TOP + 14.0;
+    let y = 16.0;
+    let mut x = LEFT + 70.0;
     let mut entry = |class: &str, text: String| {
         let _ = writeln!(
             s,
@@ -542,7 +557,8 @@ fn legend(s: &mut String, r: &LatencyRow) {
             y,
             esc(&text)
         );
-        y += 16.0;
+        // Roughly 6 units per character at 11px, plus the sample line and a gap.
+        x += 28.0 + 6.0 * text.chars().count() as f64 + 18.0;
     };
     entry("run", format!("this run (n={})", r.samples.len()));
     if r.baseline_samples.len() >= 2 {
@@ -580,11 +596,15 @@ pre { margin:0; white-space:pre-wrap; overflow-wrap:anywhere; }
 .link.ok { background:var(--ok-bg); color:var(--ok); } .link.warning { background:var(--warn-bg); color:var(--warn); }
 .link.error { background:var(--err-bg); color:var(--err); } .link.idle { color:var(--muted); border-style:dashed; }
 .link.first { border:2px solid var(--err); font-weight:600; }
-table { border-collapse:collapse; margin:8px 0; width:100%; }
+table { border-collapse:collapse; margin:8px 0; } table.wide { width:100%; }
+.badge { display:inline-block; padding:0 8px; border-radius:10px; font-size:12px; font-weight:600; white-space:nowrap; }
+.badge.pass, .badge.ok { background:var(--ok-bg); color:var(--ok); } .badge.fail, .badge.error { background:var(--err-bg); color:var(--err); }
+.badge.warning { background:var(--warn-bg); color:var(--warn); } .badge.idle { background:var(--panel); color:var(--muted); }
+h1 .badge { font-size:16px; padding:2px 10px; vertical-align:2px; }
 th, td { border:1px solid var(--border); padding:4px 8px; text-align:left; vertical-align:top; }
 th { background:var(--panel); } td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 tr.error td:first-child { border-left:4px solid var(--err); } tr.warning td:first-child { border-left:4px solid var(--warn); }
-tr.ok td:first-child { border-left:4px solid var(--ok); }
+tr.ok td:first-child { border-left:4px solid var(--ok); } tr.idle td:first-child { border-left:4px solid var(--border); }
 .finding { border:1px solid var(--border); border-left-width:4px; border-radius:6px; padding:8px 12px; margin:10px 0; }
 .finding.error { border-left-color:var(--err); } .finding.warning { border-left-color:var(--warn); }
 .finding .head { font-weight:600; } .finding p { margin:4px 0; }

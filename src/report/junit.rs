@@ -169,7 +169,11 @@ fn keep_layout(s: &str) -> String {
 fn blame_line(f: &Finding, first: Option<&Finding>) -> String {
     match first {
         Some(first) if first.boundary == f.boundary => {
-            format!("first broken boundary: {}\n", f.boundary.name())
+            format!(
+                "first broken boundary: {} ({})\n",
+                f.boundary.name(),
+                first.check
+            )
         }
         Some(first) => format!(
             "downstream of the first broken boundary {} ({}): it may explain this\n",
@@ -180,10 +184,20 @@ fn blame_line(f: &Finding, first: Option<&Finding>) -> String {
     }
 }
 
+/// Evidence as `key: value` lines; a multi-line value starts on its own line, indented, so
+/// its first line does not look like part of the key.
 fn evidence_text(f: &Finding) -> String {
     f.evidence
         .iter()
-        .map(|(k, v)| format!("{k}: {}\n", clip(v, MAX_VALUE_CHARS)))
+        .map(|(k, v)| {
+            let v = clip(v, MAX_VALUE_CHARS);
+            if v.contains('\n') {
+                let body: String = v.lines().map(|l| format!("    {l}\n")).collect();
+                format!("{k}:\n{body}")
+            } else {
+                format!("{k}: {v}\n")
+            }
+        })
         .collect()
 }
 

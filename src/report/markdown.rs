@@ -295,9 +295,9 @@ impl Renderer {
                     "| {} | {} | {} | {} | {} | {} | {} {} |",
                     md_text(&r.metric.to_uppercase()),
                     r.n,
-                    fmt_ms(r.p50),
-                    fmt_ms(r.p90),
-                    fmt_ms(r.p99),
+                    row_ms(r, r.p50),
+                    row_ms(r, r.p90),
+                    row_ms(r, r.p99),
                     r.baseline_p50.map(fmt_ms).unwrap_or_else(|| "—".into()),
                     latency_icon(r),
                     md_text(&r.verdict)
@@ -481,7 +481,12 @@ pub(crate) fn prompt_tally(prompts: &[PromptResult]) -> String {
     .filter(|(_, n)| *n > 0)
     .map(|(s, n)| format!("{n} {}", status_word(s)))
     .collect();
-    format!("{} prompts: {}", prompts.len(), parts.join(", "))
+    let noun = if prompts.len() == 1 {
+        "prompt"
+    } else {
+        "prompts"
+    };
+    format!("{} {noun}: {}", prompts.len(), parts.join(", "))
 }
 
 pub(crate) fn status_word(s: PromptStatus) -> &'static str {
@@ -560,6 +565,15 @@ pub(crate) fn totals_lines(t: &LatencyTotals) -> Vec<(&'static str, String)> {
             ),
         ),
     ]
+}
+
+/// A statistic of a latency row, or a dash when the row has no samples (its zeros mean nothing).
+pub(crate) fn row_ms(r: &LatencyRow, v: f64) -> String {
+    if r.n == 0 {
+        "—".into()
+    } else {
+        fmt_ms(v)
+    }
 }
 
 /// Milliseconds with precision that suits their size.
