@@ -55,13 +55,13 @@ pub fn run(a: GateArgs) -> Result<i32> {
 
 fn write_reports(a: &GateArgs, r: &GateReport) -> Result<()> {
     if let Some(p) = &a.junit {
-        write(p, "")?;
+        write(p, &report::junit::render(r)?)?;
     }
     if let Some(p) = &a.markdown {
-        write(p, "")?;
+        write(p, &report::markdown::render(r))?;
     }
     if let Some(p) = &a.html {
-        write(p, "")?;
+        write(p, &report::html::render(r))?;
     }
     Ok(())
 }
