@@ -591,3 +591,43 @@ fn the_binary_listens_forwards_and_stops_on_sigterm() {
     };
     assert_eq!(code, Some(0));
 }
+
+/// A client that walks away mid-stream: the proxy stops reading the upstream and still records
+/// the exchange, saying what happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_mid_stream_is_recorded_as_such() {
+    let many: Vec<&'static str> =
+        std::iter::repeat_n(r#"{"choices":[{"delta":{"content":"x"}}]}"#, 2000)
+            .chain(["[DONE]"])
+            .collect();
+    let (upstream, task) = fixed_sse_upstream(many).await;
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("left.jsonl");
+    let px = start_proxy(&upstream, Some(&rec), Some(1)).await;
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", px.url()))
+        .json(&chat(true))
+        .send()
+        .await
+        .unwrap();
+    let mut s = resp.bytes_stream();
+    let first = s.next().await.expect("a first read").unwrap();
+    assert_eq!(first.len(), 1);
+    drop(s);
+    // Graceful stop waits for the exchange to finish, so the line is there afterwards.
+    px.stop().await.unwrap();
+    let line = &read_lines(&rec)[0];
+    assert!(
+        line["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("disconnected"),
+        "{line}"
+    );
+    let payloads = line["response_body"].as_array().unwrap();
+    assert!(
+        payloads.len() < 2001,
+        "the whole stream was recorded as delivered"
+    );
+    task.abort();
+}

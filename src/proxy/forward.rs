@@ -40,6 +40,8 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
+const DISCONNECTED: &str = "the client disconnected before the end of the response";
+
 type Chunk = Result<Bytes, std::io::Error>;
 
 /// The axum handler for every method and path.
@@ -193,6 +195,7 @@ fn respond(
     }
     let (tx, rx) = mpsc::channel::<Chunk>(if hostile.is_some() { 1 } else { 16 });
     let pump = Pump {
+        _inflight: st.inflight_token(),
         st,
         tx,
         ex,
@@ -216,6 +219,9 @@ struct Pump {
     started: Instant,
     sse: bool,
     hostile: Option<HostileSse>,
+    /// Held until the exchange is recorded (see `ProxyState::drain`); taken before the pump is
+    /// spawned so a shutdown cannot slip in between.
+    _inflight: Option<mpsc::Sender<()>>,
 }
 
 /// What passed through, for the recording.
@@ -233,7 +239,17 @@ impl Pump {
         let mut parser = SseParser::new();
         let mut seen = Seen::default();
         let mut error = None;
-        while let Some(item) = upstream.next().await {
+        loop {
+            // A client that leaves is noticed at once, not at the upstream's next chunk, so a
+            // slow generation upstream is cancelled (its request dropped) right away.
+            let item = tokio::select! {
+                item = upstream.next() => item,
+                _ = self.tx.closed() => {
+                    error = Some(DISCONNECTED.to_string());
+                    break;
+                }
+            };
+            let Some(item) = item else { break };
             let chunk = match item {
                 Ok(c) => c,
                 Err(e) => {
@@ -257,7 +273,7 @@ impl Pump {
             };
             seen.payloads.extend(events.into_iter().map(|e| e.data));
             if !delivered {
-                error = Some("the client disconnected before the end of the response".into());
+                error = Some(DISCONNECTED.to_string());
                 break;
             }
         }

@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn reframed_reads_reassemble_to_the_same_payloads() {
-        let events = vec![
+        let events = [
             ev("{\"x\":\"héllo 日本 🎉\"}"),
             ev(" leading space\nsecond line"),
             ev(""),

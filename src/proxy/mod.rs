@@ -17,11 +17,11 @@ pub mod sse;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 pub use hostile::HostileSse;
@@ -49,6 +49,10 @@ pub struct ProxyState {
     client: reqwest::Client,
     recorder: Option<Recorder>,
     hostile: Option<HostileSse>,
+    /// Every body pump holds a clone of this sender until its exchange is recorded; shutdown
+    /// drops the original and waits on `drained`, so no exchange is lost on SIGTERM.
+    inflight: Mutex<Option<mpsc::Sender<()>>>,
+    drained: Mutex<Option<mpsc::Receiver<()>>>,
 }
 
 impl ProxyState {
@@ -74,12 +78,15 @@ impl ProxyState {
             .build()
             .map_err(|e| Error::input(format!("cannot build the HTTP client: {e}")))?;
         let recorder = opts.record.as_deref().map(Recorder::open).transpose()?;
+        let (inflight, drained) = mpsc::channel(1);
         Ok(Arc::new(ProxyState {
             upstream: opts.upstream.clone(),
             base: url.as_str().trim_end_matches('/').to_string(),
             client,
             recorder,
             hostile: opts.hostile,
+            inflight: Mutex::new(Some(inflight)),
+            drained: Mutex::new(Some(drained)),
         }))
     }
 
@@ -88,6 +95,22 @@ impl ProxyState {
         match query {
             Some(q) => format!("{}{path}?{q}", self.base),
             None => format!("{}{path}", self.base),
+        }
+    }
+
+    /// A token a body pump holds while its exchange is in flight (None once shutting down).
+    fn inflight_token(&self) -> Option<mpsc::Sender<()>> {
+        self.inflight.lock().ok().and_then(|t| t.clone())
+    }
+
+    /// Wait until every in-flight exchange has been recorded.
+    async fn drain(&self) {
+        if let Ok(mut t) = self.inflight.lock() {
+            t.take();
+        }
+        let rx = self.drained.lock().ok().and_then(|mut r| r.take());
+        if let Some(mut rx) = rx {
+            while rx.recv().await.is_some() {}
         }
     }
 
@@ -108,7 +131,8 @@ pub fn router(state: Arc<ProxyState>) -> axum::Router {
         .with_state(state)
 }
 
-/// Serve on `listener` until `shutdown` resolves, then finish in-flight exchanges.
+/// Serve on `listener` until `shutdown` resolves, then finish in-flight exchanges and their
+/// records.
 /// Nagle is off so the small reads of a hostile stream leave one by one.
 pub async fn serve(
     listener: TcpListener,
@@ -119,9 +143,11 @@ pub async fn serve(
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    axum::serve(listener, router(state))
+    let served = axum::serve(listener, router(state.clone()))
         .with_graceful_shutdown(shutdown)
-        .await
+        .await;
+    state.drain().await;
+    served
 }
 
 /// Bind `addr`, with the error a user can act on.
