@@ -262,11 +262,9 @@ impl Pump {
             let events = if self.sse {
                 parser.push(&chunk)
             } else {
+                seen.keep(&chunk);
                 Vec::new()
             };
-            if !self.sse {
-                seen.keep(&chunk);
-            }
             let delivered = match self.hostile {
                 None => self.tx.send(Ok(chunk)).await.is_ok(),
                 Some(h) => self.send_hostile(&events, &mut seen, h).await,
