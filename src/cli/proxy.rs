@@ -1,23 +1,123 @@
 //! `chatgate proxy`: record what a real client sends, or serve it hostile-but-legal SSE.
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
 
 use crate::error::{Error, Result};
+use crate::proxy::{self, HostileSse, ProxyOptions, ProxyState};
+
+/// The usage examples, in both the short and the long help.
+macro_rules! examples {
+    () => {
+        "Examples:\n  \
+chatgate serve --model models/tiny-chat --port 8000 &\n  \
+chatgate proxy --upstream http://127.0.0.1:8000 --listen 127.0.0.1:8001 --record client.jsonl\n  \
+# point the app at http://127.0.0.1:8001, use it, then in the suite:\n  \
+#   [client]\n  #   recording = \"client.jsonl\"\n  #   params = { temperature = 0.2 }\n  \
+chatgate proxy --upstream http://127.0.0.1:8000 --hostile-sse --chunk-bytes 1"
+    };
+}
 
 #[derive(Args)]
+#[command(
+    after_help = examples!(),
+    after_long_help = concat!(
+        "Sit between a real client and the server (the client boundary). Every request is \
+forwarded to --upstream verbatim (method, path, query, headers except hop-by-hop ones, body) and the \
+response streams back as it arrives, SSE included.\n\n\
+--record FILE appends one JSON line per exchange: ts, method, path, query, request_headers \
+(authorization, cookies and any header naming a key/token/secret are written as \"<redacted>\"), \
+request_body, status, content_type, response_body (for SSE: the list of data payloads), stream, \
+timings {headers_ms, end_ms}. Point the suite's [client] recording at it and `chatgate check` diffs \
+what the client really sent against the [client] contract (endpoint, model, params, required, \
+forbidden, stream, message shapes, rejected requests).\n\n\
+--hostile-sse re-frames streamed responses as hostile-but-legal SSE with byte-identical payloads: a \
+client that breaks through it has an SSE reader that is not spec-correct.\n\n\
+Once ready it prints one line `listening on http://HOST:PORT` to stdout. An unreachable upstream is \
+answered with 502 and an OpenAI-shaped error naming it. SIGINT/SIGTERM stop it gracefully.",
+        "\n\n",
+        examples!()
+    )
+)]
 pub struct ProxyArgs {
-    /// The server to forward to (base URL).
+    /// The server to forward to (base URL; the client's paths are appended verbatim).
     #[arg(long, value_name = "URL")]
     pub upstream: String,
-    /// Where to listen.
+    /// Where to listen (port 0 picks a free one; read it from the `listening on` line).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8001")]
     pub listen: String,
     /// Append every exchange (client request, server response) to this JSONL file.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Re-frame streamed (SSE) responses as hostile-but-legal SSE: tiny reads that split UTF-8
+    /// characters, keep-alive comments, id fields, CRLF/CR/LF line endings, extra blank lines.
+    /// The data payloads stay byte-identical.
+    #[arg(long)]
+    pub hostile_sse: bool,
+    /// With --hostile-sse: the size in bytes of every read the client gets.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "hostile_sse",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub chunk_bytes: u32,
 }
 
-pub fn run(_a: ProxyArgs) -> Result<i32> {
-    Err(Error::input("proxy is not built yet"))
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    eprintln!("chatgate proxy: shutting down");
+}
+
+pub fn run(a: ProxyArgs) -> Result<i32> {
+    let opts = ProxyOptions {
+        upstream: a.upstream,
+        record: a.record,
+        hostile: a.hostile_sse.then_some(HostileSse {
+            chunk_bytes: a.chunk_bytes as usize,
+        }),
+    };
+    let state = ProxyState::new(&opts)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::input(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(async move {
+        let (listener, local) = proxy::bind(&a.listen).await?;
+        eprintln!(
+            "chatgate proxy: forwarding to {}{}{}",
+            opts.upstream,
+            match &opts.record {
+                Some(p) => format!(", recording to {}", p.display()),
+                None => String::new(),
+            },
+            match opts.hostile {
+                Some(h) => format!(", hostile SSE in reads of {} bytes", h.chunk_bytes),
+                None => String::new(),
+            }
+        );
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on http://{local}");
+        let _ = out.flush();
+        drop(out);
+        proxy::serve(listener, state, shutdown_signal())
+            .await
+            .map_err(|e| Error::input(format!("the proxy failed: {e}")))?;
+        Ok(0)
+    })
 }
