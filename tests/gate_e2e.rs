@@ -29,10 +29,18 @@ impl Workspace {
         let root = dir.path();
         std::fs::create_dir_all(root.join("suites")).expect("suites dir");
         for f in ["smoke.toml", "smoke.prompts.jsonl", "smoke.lock.json"] {
-            std::fs::copy(Path::new(REPO).join("suites").join(f), root.join("suites").join(f)).expect("copy the suite");
+            std::fs::copy(
+                Path::new(REPO).join("suites").join(f),
+                root.join("suites").join(f),
+            )
+            .expect("copy the suite");
         }
-        copy_dir(&Path::new(REPO).join("snapshots/smoke"), &root.join("snapshots/smoke"));
-        std::os::unix::fs::symlink(Path::new(REPO).join("models"), root.join("models")).expect("link models");
+        copy_dir(
+            &Path::new(REPO).join("snapshots/smoke"),
+            &root.join("snapshots/smoke"),
+        );
+        std::os::unix::fs::symlink(Path::new(REPO).join("models"), root.join("models"))
+            .expect("link models");
         Workspace { dir }
     }
     fn suite(&self) -> PathBuf {
@@ -100,7 +108,15 @@ fn errors(r: &GateReport) -> String {
         .0
         .iter()
         .filter(|f| f.severity == chatgate::chain::Severity::Error)
-        .map(|f| format!("{} {}: {} {:?}", f.boundary.name(), f.check, f.message, f.evidence))
+        .map(|f| {
+            format!(
+                "{} {}: {} {:?}",
+                f.boundary.name(),
+                f.check,
+                f.message,
+                f.evidence
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -147,7 +163,11 @@ async fn healthy_server_passes_identically_five_times() {
             .iter()
             .map(|f| format!("{} {} {:?}", f.boundary.name(), f.check, f.severity))
             .collect();
-        verdicts.extend(r.prompts.iter().map(|p| format!("{} {:?} {}", p.id, p.status, p.detail)));
+        verdicts.extend(
+            r.prompts
+                .iter()
+                .map(|p| format!("{} {:?} {}", p.id, p.status, p.detail)),
+        );
         match &seen {
             None => seen = Some(verdicts),
             Some(first) => assert_eq!(first, &verdicts, "run {run} differs"),
@@ -162,7 +182,13 @@ async fn caught(fault: Fault, boundary: &str, check: &str) {
     let server = serve_tiny_chat(&[fault]).await;
     let ws = Workspace::new();
     let r = gate(&ws, Some(server.url())).await;
-    assert_eq!(r.exit_code, 1, "{fault}: exit {}\n{}", r.exit_code, errors(&r));
+    assert_eq!(
+        r.exit_code,
+        1,
+        "{fault}: exit {}\n{}",
+        r.exit_code,
+        errors(&r)
+    );
     assert_eq!(
         first_broken(&r),
         Some((boundary.to_string(), check.to_string())),
@@ -174,7 +200,12 @@ async fn caught(fault: Fault, boundary: &str, check: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fault_base_checkpoint() {
-    caught(Fault::BaseCheckpoint, "checkpoint", "checkpoint.fingerprint").await;
+    caught(
+        Fault::BaseCheckpoint,
+        "checkpoint",
+        "checkpoint.fingerprint",
+    )
+    .await;
 }
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fault_double_bos() {
@@ -190,11 +221,21 @@ async fn fault_no_generation_prompt() {
 }
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fault_drop_eos_stop() {
-    caught(Fault::DropEosStop, "generation-config", "generation.server-stop").await;
+    caught(
+        Fault::DropEosStop,
+        "generation-config",
+        "generation.server-stop",
+    )
+    .await;
 }
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fault_ignore_temperature() {
-    caught(Fault::IgnoreTemperature, "generation-config", "generation.sampling-honoured").await;
+    caught(
+        Fault::IgnoreTemperature,
+        "generation-config",
+        "generation.sampling-honoured",
+    )
+    .await;
 }
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fault_stream_drops_chunk() {
@@ -231,19 +272,50 @@ async fn tampered_snapshot_fails_and_stays_untouched() {
     assert!(text.contains("3+4 is 7."), "{text}");
     let tampered = text.replacen("3+4 is 7.", "3+4 is 8.", 1);
     std::fs::write(&snap, &tampered).expect("tamper");
-    let before = std::fs::metadata(&snap).and_then(|m| m.modified()).expect("mtime");
+    let before = std::fs::metadata(&snap)
+        .and_then(|m| m.modified())
+        .expect("mtime");
     let r = gate(&ws, None).await;
     assert_eq!(r.exit_code, 1);
-    assert_eq!(first_broken(&r), Some(("replay".into(), "replay.snapshots".into())), "{}", errors(&r));
-    let add = r.prompts.iter().find(|p| p.id == "add").expect("prompt add");
+    assert_eq!(
+        first_broken(&r),
+        Some(("replay".into(), "replay.snapshots".into())),
+        "{}",
+        errors(&r)
+    );
+    let add = r
+        .prompts
+        .iter()
+        .find(|p| p.id == "add")
+        .expect("prompt add");
     assert_eq!(add.status, PromptStatus::Changed);
     let diff = add.diff.as_deref().expect("a diff");
-    assert!(diff.contains("3+4 is 8.") && diff.contains("3+4 is 7."), "{diff}");
-    assert_eq!(std::fs::read_to_string(&snap).expect("still there"), tampered);
-    assert_eq!(std::fs::metadata(&snap).and_then(|m| m.modified()).expect("mtime"), before);
-    assert_eq!(pending_files(&ws.snapshots()), vec!["add.snap.new".to_string()]);
+    assert!(
+        diff.contains("3+4 is 8.") && diff.contains("3+4 is 7."),
+        "{diff}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&snap).expect("still there"),
+        tampered
+    );
+    assert_eq!(
+        std::fs::metadata(&snap)
+            .and_then(|m| m.modified())
+            .expect("mtime"),
+        before
+    );
+    assert_eq!(
+        pending_files(&ws.snapshots()),
+        vec!["add.snap.new".to_string()]
+    );
     // Only `add` changed: every other prompt still passes.
-    assert_eq!(r.prompts.iter().filter(|p| p.status != PromptStatus::Pass).count(), 1);
+    assert_eq!(
+        r.prompts
+            .iter()
+            .filter(|p| p.status != PromptStatus::Pass)
+            .count(),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -255,7 +327,10 @@ async fn nothing_listening_is_exit_3() {
     };
     let r = gate(&ws, Some(format!("http://127.0.0.1:{port}"))).await;
     assert_eq!(r.exit_code, 3, "{}", errors(&r));
-    assert_eq!(first_broken(&r).map(|b| b.1), Some("server.reachable".into()));
+    assert_eq!(
+        first_broken(&r).map(|b| b.1),
+        Some("server.reachable".into())
+    );
 }
 
 /// A raw TCP server that runs `reply` on every connection.
@@ -264,7 +339,9 @@ where
     F: Fn(tokio::net::TcpStream, String) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + Send,
 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let reply = std::sync::Arc::new(reply);
     tokio::spawn(async move {
@@ -280,7 +357,11 @@ where
                         Ok(n) => head.extend_from_slice(&buf[..n]),
                     }
                 }
-                let first = String::from_utf8_lossy(&head).lines().next().unwrap_or("").to_string();
+                let first = String::from_utf8_lossy(&head)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
                 reply(sock, first).await;
             });
         }
@@ -295,7 +376,10 @@ fn http_json(body: &str) -> String {
 const MODELS: &str = r#"{"object":"list","data":[{"id":"tiny-chat","object":"model"}]}"#;
 
 fn short_timeouts(ws: &Workspace) {
-    ws.edit_suite("model = \"tiny-chat\"\n", "model = \"tiny-chat\"\nconnect_timeout_s = 2\nread_timeout_s = 1\ntotal_timeout_s = 2\n");
+    ws.edit_suite(
+        "model = \"tiny-chat\"\n",
+        "model = \"tiny-chat\"\nconnect_timeout_s = 2\nread_timeout_s = 1\ntotal_timeout_s = 2\n",
+    );
 }
 
 /// A server that answers /v1/models, then never answers a chat: the gate ends within its
@@ -318,11 +402,17 @@ async fn server_that_never_answers_does_not_hang_the_gate() {
         .expect("the gate must end by itself");
     assert!(r.exit_code == 1 || r.exit_code == 3, "exit {}", r.exit_code);
     assert!(
-        r.findings.0.iter().any(|f| f.check == "server.responds" || f.check == "server.reachable"),
+        r.findings
+            .0
+            .iter()
+            .any(|f| f.check == "server.responds" || f.check == "server.reachable"),
         "{}",
         errors(&r)
     );
-    eprintln!("never-answering server: gate ended in {:?}", started.elapsed());
+    eprintln!(
+        "never-answering server: gate ended in {:?}",
+        started.elapsed()
+    );
 }
 
 /// A server killed mid-stream and one that sends garbage instead of SSE: findings, no panic.
@@ -347,7 +437,9 @@ async fn broken_streams_are_findings() {
         .expect("the gate must end by itself");
     assert!(r.exit_code == 1 || r.exit_code == 3, "exit {}", r.exit_code);
     assert!(
-        r.findings.0.iter().any(|f| f.boundary.name() == "server" && f.severity == chatgate::chain::Severity::Error),
+        r.findings.0.iter().any(
+            |f| f.boundary.name() == "server" && f.severity == chatgate::chain::Severity::Error
+        ),
         "{}",
         errors(&r)
     );

@@ -47,7 +47,10 @@ pub fn run(a: GateArgs) -> Result<i32> {
     let report = super::runtime()?.block_on(gate::run(&opts))?;
     write_reports(&a, &report)?;
     match a.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report::gate_json(&report)).unwrap_or_default()),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report::gate_json(&report)).unwrap_or_default()
+        ),
         Format::Text => print!("{}", report::gate_terminal(&report, report::use_colour())),
     }
     Ok(report.exit_code)
@@ -69,7 +72,10 @@ fn write_reports(a: &GateArgs, r: &GateReport) -> Result<()> {
 /// Reports are outputs, not accepted state, but a half-written file still confuses CI: write
 /// through a temporary file beside the target.
 fn write(path: &Path, text: &str) -> Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
     std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(|e| Error::io(path, e))?;
     tmp.persist(path).map_err(|e| Error::io(path, e.error))?;

@@ -8,8 +8,8 @@ use indexmap::IndexMap;
 use crate::chain::{Boundary::Server, Finding, Severity};
 use crate::error::Result;
 use crate::latency::{
-    closed_loop, compare_baseline, latency_row, scenario_samples, Baseline, CompareOptions, Environment, Metric,
-    RequestMetrics, RunSummary, Scenarios, Settings, Status,
+    closed_loop, compare_baseline, latency_row, scenario_samples, Baseline, CompareOptions,
+    Environment, Metric, RequestMetrics, RunSummary, Scenarios, Settings, Status,
 };
 use crate::replay::{Prompt, Record};
 use crate::report::{LatencyRow, LatencyTotals};
@@ -37,36 +37,74 @@ pub async fn run(
     let repeats = section.repeats.unwrap_or(3).max(1);
     let n = prompts.len() * repeats;
     progress.stage("latency", n as u64);
-    let outcomes = closed_loop(n, section.concurrency.unwrap_or(1), section.warmup.unwrap_or(1), |i, _t: Instant| {
-        let target = target.clone();
-        let mut req = prompts[i % prompts.len()].request();
-        req.stream = true;
-        req.top_logprobs = None;
-        async move { target.chat(&req).await }
-    })
+    let outcomes = closed_loop(
+        n,
+        section.concurrency.unwrap_or(1),
+        section.warmup.unwrap_or(1),
+        |i, _t: Instant| {
+            let target = target.clone();
+            let mut req = prompts[i % prompts.len()].request();
+            req.stream = true;
+            req.top_logprobs = None;
+            async move { target.chat(&req).await }
+        },
+    )
     .await;
     for _ in &outcomes {
         progress.step("");
     }
     let tokenizer = tokenizer_for(suite);
-    let count = |text: &str| tokenizer.as_ref().and_then(|t| t.encode(text, false).ok()).map(|e| e.len());
+    let count = |text: &str| {
+        tokenizer
+            .as_ref()
+            .and_then(|t| t.encode(text, false).ok())
+            .map(|e| e.len())
+    };
     let summary = RunSummary::from(&outcomes, section.slo.as_ref(), count);
     let scenarios = scenarios(prompts, &outcomes, &count);
 
     let path = Baseline::path(&suite.snapshot_dir, spec.label());
     let baseline = Baseline::read(&path)?;
     let opts = |m: Metric| CompareOptions::for_metric(Some(section), m);
-    let verdicts = baseline.as_ref().map(|b| compare_baseline(b, &scenarios, opts, false)).unwrap_or_default();
+    let verdicts = baseline
+        .as_ref()
+        .map(|b| compare_baseline(b, &scenarios, opts, false))
+        .unwrap_or_default();
 
     let mut findings = Vec::new();
-    let pooled = |m: Metric| -> Vec<f64> { scenarios.values().flat_map(|s| s.get(&m).cloned().unwrap_or_default()).collect() };
+    let pooled = |m: Metric| -> Vec<f64> {
+        scenarios
+            .values()
+            .flat_map(|s| s.get(&m).cloned().unwrap_or_default())
+            .collect()
+    };
     let base_pooled = |m: Metric| -> Option<Vec<f64>> {
-        baseline.as_ref().map(|b| b.scenarios.values().flat_map(|s| s.get(&m).cloned().unwrap_or_default()).collect())
+        baseline.as_ref().map(|b| {
+            b.scenarios
+                .values()
+                .flat_map(|s| s.get(&m).cloned().unwrap_or_default())
+                .collect()
+        })
     };
     let mut rows = Vec::new();
-    for m in [Metric::Ttft, Metric::Ttfc, Metric::Tpot, Metric::Itl, Metric::Icl, Metric::E2el, Metric::Ntpot] {
-        let verdict = verdicts.iter().find(|v| v.metric == m && v.scenario.is_none()).map(|v| &v.verdict);
-        let samples = if Metric::GATED.contains(&m) { pooled(m) } else { all_samples(&outcomes, m, &count) };
+    for m in [
+        Metric::Ttft,
+        Metric::Ttfc,
+        Metric::Tpot,
+        Metric::Itl,
+        Metric::Icl,
+        Metric::E2el,
+        Metric::Ntpot,
+    ] {
+        let verdict = verdicts
+            .iter()
+            .find(|v| v.metric == m && v.scenario.is_none())
+            .map(|v| &v.verdict);
+        let samples = if Metric::GATED.contains(&m) {
+            pooled(m)
+        } else {
+            all_samples(&outcomes, m, &count)
+        };
         let base = base_pooled(m);
         if let Some(row) = latency_row(m, &samples, base.as_deref(), verdict) {
             rows.push(row);
@@ -75,17 +113,57 @@ pub async fn run(
     for v in verdicts.iter().filter(|v| v.scenario.is_none()) {
         let id = check_id(v.metric);
         let f = match v.verdict.status {
-            Status::Regression => Finding::new(Server, id, Severity::Error, format!("{} regressed: {}", v.metric.name().to_uppercase(), v.verdict.reason)),
-            Status::Noise => Finding::new(Server, id, Severity::Info, format!("{} is slower, within the measured noise: {}", v.metric.name().to_uppercase(), v.verdict.reason)),
-            Status::Ok => Finding::pass(Server, id, format!("{} within tolerance of the baseline: {}", v.metric.name().to_uppercase(), v.verdict.reason)),
-            Status::Insufficient => Finding::new(Server, id, Severity::Info, format!("{}: {}", v.metric.name().to_uppercase(), v.verdict.reason)),
+            Status::Regression => Finding::new(
+                Server,
+                id,
+                Severity::Error,
+                format!(
+                    "{} regressed: {}",
+                    v.metric.name().to_uppercase(),
+                    v.verdict.reason
+                ),
+            ),
+            Status::Noise => Finding::new(
+                Server,
+                id,
+                Severity::Info,
+                format!(
+                    "{} is slower, within the measured noise: {}",
+                    v.metric.name().to_uppercase(),
+                    v.verdict.reason
+                ),
+            ),
+            Status::Ok => Finding::pass(
+                Server,
+                id,
+                format!(
+                    "{} within tolerance of the baseline: {}",
+                    v.metric.name().to_uppercase(),
+                    v.verdict.reason
+                ),
+            ),
+            Status::Insufficient => Finding::new(
+                Server,
+                id,
+                Severity::Info,
+                format!("{}: {}", v.metric.name().to_uppercase(), v.verdict.reason),
+            ),
         };
         findings.push(f.with("baseline", path.display()));
     }
     findings.extend(baseline_status(&path, baseline.as_ref(), spec, update));
     findings.extend(slo(section, &summary));
     if summary.errors > 0 {
-        findings.push(Finding::new(Server, "server.latency-errors", Severity::Error, format!("{} of {} latency requests failed", summary.errors, outcomes.len())));
+        findings.push(Finding::new(
+            Server,
+            "server.latency-errors",
+            Severity::Error,
+            format!(
+                "{} of {} latency requests failed",
+                summary.errors,
+                outcomes.len()
+            ),
+        ));
     }
     if update {
         let env = Environment::current(spec.label(), Some(crate::target::spec::model_name(suite)));
@@ -115,19 +193,48 @@ fn check_id(m: Metric) -> &'static str {
     }
 }
 
-fn baseline_status(path: &std::path::Path, baseline: Option<&Baseline>, spec: &TargetSpec, update: bool) -> Option<Finding> {
+fn baseline_status(
+    path: &std::path::Path,
+    baseline: Option<&Baseline>,
+    spec: &TargetSpec,
+    update: bool,
+) -> Option<Finding> {
     match (baseline, update) {
-        (_, true) => Some(Finding::new(Server, "server.latency-baseline", Severity::Info, "this run was recorded as the new latency baseline (--update)").with("file", path.display())),
+        (_, true) => Some(
+            Finding::new(
+                Server,
+                "server.latency-baseline",
+                Severity::Info,
+                "this run was recorded as the new latency baseline (--update)",
+            )
+            .with("file", path.display()),
+        ),
         (None, false) => Some(
-            Finding::new(Server, "server.latency-baseline", Severity::Info, format!("no latency baseline for {} targets yet: nothing to compare with", spec.label()))
-                .with("hint", "record one with chatgate gate SUITE --update (on a quiet machine)"),
+            Finding::new(
+                Server,
+                "server.latency-baseline",
+                Severity::Info,
+                format!(
+                    "no latency baseline for {} targets yet: nothing to compare with",
+                    spec.label()
+                ),
+            )
+            .with(
+                "hint",
+                "record one with chatgate gate SUITE --update (on a quiet machine)",
+            ),
         ),
         (Some(b), false) => {
             let here = Environment::current(spec.label(), b.environment.model.clone());
             let diffs = b.environment.differences(&here);
             (!diffs.is_empty()).then(|| {
-                Finding::new(Server, "server.latency-baseline", Severity::Info, "the baseline was measured on another environment: compare with care")
-                    .with("differences", diffs.join("; "))
+                Finding::new(
+                    Server,
+                    "server.latency-baseline",
+                    Severity::Info,
+                    "the baseline was measured on another environment: compare with care",
+                )
+                .with("differences", diffs.join("; "))
             })
         }
     }
@@ -135,7 +242,11 @@ fn baseline_status(path: &std::path::Path, baseline: Option<&Baseline>, spec: &T
 
 fn slo(section: &LatencySection, summary: &RunSummary) -> Option<Finding> {
     let (min, have) = (section.min_slo_attainment?, summary.slo_attainment?);
-    let msg = format!("{:.0}% of requests meet the SLOs (at least {:.0}% required)", have * 100.0, min * 100.0);
+    let msg = format!(
+        "{:.0}% of requests meet the SLOs (at least {:.0}% required)",
+        have * 100.0,
+        min * 100.0
+    );
     Some(if have + 1e-9 < min {
         Finding::new(Server, "server.slo", Severity::Error, msg)
     } else {
@@ -153,13 +264,21 @@ fn scenarios(
     for o in outcomes {
         if let Ok(rec) = &o.result {
             let id = prompts[o.index % prompts.len()].id.clone();
-            per.entry(id).or_default().push(RequestMetrics::from_record(rec, count));
+            per.entry(id)
+                .or_default()
+                .push(RequestMetrics::from_record(rec, count));
         }
     }
-    per.into_iter().map(|(id, ms)| (id, scenario_samples(ms.iter()))).collect()
+    per.into_iter()
+        .map(|(id, ms)| (id, scenario_samples(ms.iter())))
+        .collect()
 }
 
-fn all_samples(outcomes: &[crate::latency::Outcome<CallError>], m: Metric, count: &impl Fn(&str) -> Option<usize>) -> Vec<f64> {
+fn all_samples(
+    outcomes: &[crate::latency::Outcome<CallError>],
+    m: Metric,
+    count: &impl Fn(&str) -> Option<usize>,
+) -> Vec<f64> {
     outcomes
         .iter()
         .filter_map(|o| o.result.as_ref().ok())
@@ -169,5 +288,8 @@ fn all_samples(outcomes: &[crate::latency::Outcome<CallError>], m: Metric, count
 
 /// The pinned tokenizer that estimates N_out when a server reports no usage.
 fn tokenizer_for(suite: &Suite) -> Option<tokenizers::Tokenizer> {
-    crate::artifacts::ModelDir::open(&suite.model_dir).ok()?.tokenizer.map(|t| t.tokenizer)
+    crate::artifacts::ModelDir::open(&suite.model_dir)
+        .ok()?
+        .tokenizer
+        .map(|t| t.tokenizer)
 }

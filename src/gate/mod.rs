@@ -77,14 +77,32 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
     };
 
     if let Some(prompts) = &prompts {
-        let replayed = replay::run(&suite, &spec, &target, prompts, &determinism, opts.update, &progress).await?;
+        let replayed = replay::run(
+            &suite,
+            &spec,
+            &target,
+            prompts,
+            &determinism,
+            opts.update,
+            &progress,
+        )
+        .await?;
         findings.extend(replayed.findings);
         report.prompts = replayed.prompts;
         if replayed.unreachable {
             return Ok(finish(report, findings, started, 3));
         }
         if let Some(section) = &suite.file.latency {
-            let measured = latency::run(&suite, &spec, &target, prompts, section, opts.update, &progress).await?;
+            let measured = latency::run(
+                &suite,
+                &spec,
+                &target,
+                prompts,
+                section,
+                opts.update,
+                &progress,
+            )
+            .await?;
             findings.extend(measured.findings);
             report.latency = measured.rows;
             report.latency_totals = Some(measured.totals);
@@ -95,7 +113,12 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
     Ok(finish(report, findings, started, code))
 }
 
-fn finish(mut report: GateReport, mut findings: Findings, started: Instant, code: i32) -> GateReport {
+fn finish(
+    mut report: GateReport,
+    mut findings: Findings,
+    started: Instant,
+    code: i32,
+) -> GateReport {
     findings.sort();
     report.findings = findings;
     report.duration_s = started.elapsed().as_secs_f64();
@@ -104,7 +127,12 @@ fn finish(mut report: GateReport, mut findings: Findings, started: Instant, code
 }
 
 fn unreachable_finding(e: &Error) -> Finding {
-    let mut f = Finding::new(Boundary::Server, "server.reachable", Severity::Error, e.problem.clone());
+    let mut f = Finding::new(
+        Boundary::Server,
+        "server.reachable",
+        Severity::Error,
+        e.problem.clone(),
+    );
     if let Some(h) = &e.hint {
         f = f.with("hint", h);
     }
@@ -126,7 +154,10 @@ async fn open_targets(spec: &TargetSpec, suite: &Suite) -> Result<(Target, Optio
         let reference = match (&suite.reference_model, &target) {
             (None, _) => None,
             (Some(r), Target::Candle(c)) if same_path(r, c.path()) => Some(c.clone()),
-            (Some(r), _) => Some(CandleTarget::load(r).map_err(|e| e.hint("[reference] model is loaded locally with candle"))?),
+            (Some(r), _) => Some(
+                CandleTarget::load(r)
+                    .map_err(|e| e.hint("[reference] model is loaded locally with candle"))?,
+            ),
         };
         Ok((target, reference))
     })
@@ -183,7 +214,10 @@ async fn online(
 /// conversations cut before their last assistant turn.
 fn probes(ctx: &Context, prompts: Option<&[Prompt]>, n: usize) -> Vec<Probe> {
     if let Some(p) = prompts {
-        let mut v: Vec<&Prompt> = p.iter().filter(|p| p.settings.temperature == 0.0 && p.settings.stop.is_empty()).collect();
+        let mut v: Vec<&Prompt> = p
+            .iter()
+            .filter(|p| p.settings.temperature == 0.0 && p.settings.stop.is_empty())
+            .collect();
         v.truncate(n);
         return v
             .into_iter()
@@ -197,7 +231,10 @@ fn probes(ctx: &Context, prompts: Option<&[Prompt]>, n: usize) -> Vec<Probe> {
     ctx.conversations
         .iter()
         .filter_map(|c| {
-            let last_user = c.messages.iter().rposition(|m| m.get("role").and_then(Value::as_str) == Some("user"))?;
+            let last_user = c
+                .messages
+                .iter()
+                .rposition(|m| m.get("role").and_then(Value::as_str) == Some("user"))?;
             Some(Probe {
                 id: c.id.clone(),
                 messages: c.messages[..=last_user].to_vec(),

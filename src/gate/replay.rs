@@ -68,10 +68,17 @@ pub async fn run(
             }
         };
         let file = SnapshotFile {
-            header: SnapshotHeader::for_prompt(&source, &suite.name, prompt, Some(&target_label), Some(&identity)),
+            header: SnapshotHeader::for_prompt(
+                &source,
+                &suite.name,
+                prompt,
+                Some(&target_label),
+                Some(&identity),
+            ),
             body: SnapshotBody::from_record(&rec, SNAPSHOT_LOGPROB_TOKENS),
         };
-        out.prompts.push(compare_one(&store, prompt, file, class, update)?);
+        out.prompts
+            .push(compare_one(&store, prompt, file, class, update)?);
     }
     out.findings = summarize(&out.prompts, &store, prompts)?;
     Ok(out)
@@ -96,10 +103,18 @@ fn compare_one(
     let Some(accepted) = store.accepted(&prompt.id)? else {
         if update {
             accept_now(store, &prompt.id, &new)?;
-            return Ok(result(PromptStatus::Pass, "new snapshot accepted (--update)".into(), None));
+            return Ok(result(
+                PromptStatus::Pass,
+                "new snapshot accepted (--update)".into(),
+                None,
+            ));
         }
         store.write_pending(&prompt.id, &new)?;
-        return Ok(result(PromptStatus::New, "no accepted snapshot yet: review the pending .snap.new".into(), None));
+        return Ok(result(
+            PromptStatus::New,
+            "no accepted snapshot yet: review the pending .snap.new".into(),
+            None,
+        ));
     };
     let cmp = prompt.compare.compare(&accepted.body, &new.body);
     if cmp.pass {
@@ -109,7 +124,11 @@ fn compare_one(
     let diff = snapshot::diff_text(&accepted.body.render(), &new.body.render());
     if update {
         accept_now(store, &prompt.id, &new)?;
-        return Ok(result(PromptStatus::Pass, format!("changed and accepted (--update): {}", cmp.detail), Some(diff)));
+        return Ok(result(
+            PromptStatus::Pass,
+            format!("changed and accepted (--update): {}", cmp.detail),
+            Some(diff),
+        ));
     }
     store.write_pending(&prompt.id, &new)?;
     Ok(result(PromptStatus::Changed, cmp.detail, Some(diff)))
@@ -125,9 +144,16 @@ fn accept_now(store: &Store, id: &str, file: &SnapshotFile) -> Result<()> {
 
 fn summarize(results: &[PromptResult], store: &Store, prompts: &[Prompt]) -> Result<Vec<Finding>> {
     let mut out = Vec::new();
-    let bad: Vec<&PromptResult> = results.iter().filter(|r| r.status != PromptStatus::Pass).collect();
+    let bad: Vec<&PromptResult> = results
+        .iter()
+        .filter(|r| r.status != PromptStatus::Pass)
+        .collect();
     if bad.is_empty() {
-        out.push(Finding::pass(Replay, "replay.snapshots", format!("{} prompt(s) match their accepted snapshots", results.len())));
+        out.push(Finding::pass(
+            Replay,
+            "replay.snapshots",
+            format!("{} prompt(s) match their accepted snapshots", results.len()),
+        ));
     } else {
         let mut f = Finding::new(Replay, "replay.snapshots", Severity::Error, format!("{} of {} prompt(s) differ from their accepted snapshots (pending .snap.new files wait for review: chatgate review)", bad.len(), results.len()));
         for r in bad.iter().take(8) {
@@ -139,9 +165,27 @@ fn summarize(results: &[PromptResult], store: &Store, prompts: &[Prompt]) -> Res
     let orphans = store.orphans(&known)?;
     if !orphans.is_empty() {
         out.push(
-            Finding::new(Replay, "replay.orphans", Severity::Warning, format!("{} snapshot(s) belong to no prompt of the suite", orphans.len()))
-                .with("files", orphans.iter().map(|o| o.path.display().to_string()).collect::<Vec<_>>().join(", "))
-                .with("hint", "remove them with chatgate accept --prune-orphans, or restore the prompts"),
+            Finding::new(
+                Replay,
+                "replay.orphans",
+                Severity::Warning,
+                format!(
+                    "{} snapshot(s) belong to no prompt of the suite",
+                    orphans.len()
+                ),
+            )
+            .with(
+                "files",
+                orphans
+                    .iter()
+                    .map(|o| o.path.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )
+            .with(
+                "hint",
+                "remove them with chatgate accept --prune-orphans, or restore the prompts",
+            ),
         );
     }
     Ok(out)

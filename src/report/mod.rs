@@ -115,8 +115,15 @@ pub fn gate_terminal(r: &GateReport, colour: bool) -> String {
                 PromptStatus::New => p.on("33", " NEW "),
                 PromptStatus::Error => p.on("1;31", " ERR "),
             };
-            let class = pr.determinism.as_deref().map(|d| format!(" [{d}]")).unwrap_or_default();
-            out.push_str(&format!("  {mark} {:<20} {:<24} {}{class}\n", pr.id, pr.comparator, pr.detail));
+            let class = pr
+                .determinism
+                .as_deref()
+                .map(|d| format!(" [{d}]"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {mark} {:<20} {:<24} {}{class}\n",
+                pr.id, pr.comparator, pr.detail
+            ));
             if let Some(diff) = &pr.diff {
                 for line in diff.lines() {
                     let painted = match line.chars().next() {
@@ -139,8 +146,15 @@ pub fn gate_terminal(r: &GateReport, colour: bool) -> String {
             "metric", "n", "p50", "p90", "p99", "base p50", "verdict"
         ));
         for l in &r.latency {
-            let base = l.baseline_p50.map(|b| format!("{b:.2}")).unwrap_or_else(|| "-".into());
-            let verdict = if l.verdict.starts_with("regression") { p.on("1;31", &l.verdict) } else { l.verdict.clone() };
+            let base = l
+                .baseline_p50
+                .map(|b| format!("{b:.2}"))
+                .unwrap_or_else(|| "-".into());
+            let verdict = if l.verdict.starts_with("regression") {
+                p.on("1;31", &l.verdict)
+            } else {
+                l.verdict.clone()
+            };
             out.push_str(&format!(
                 "  {:<6} {:>5} {:>9.2} {:>9.2} {:>9.2} {:>9}  {}\n",
                 l.metric, l.n, l.p50, l.p90, l.p99, base, verdict
@@ -168,7 +182,10 @@ pub fn gate_terminal(r: &GateReport, colour: bool) -> String {
 fn gate_verdict(r: &GateReport, p: &Paint) -> String {
     let took = format!("{:.1} s", r.duration_s);
     if r.exit_code == 3 {
-        return format!("{} — the target could not be reached or timed out ({took})", p.on("1;31", "UNREACHABLE"));
+        return format!(
+            "{} — the target could not be reached or timed out ({took})",
+            p.on("1;31", "UNREACHABLE")
+        );
     }
     let mut line = verdict_line(&r.findings, p);
     line.push_str(&format!(" in {took}"));
@@ -176,7 +193,10 @@ fn gate_verdict(r: &GateReport, p: &Paint) -> String {
     if !downstream.is_empty() {
         let mut checks: Vec<&str> = downstream.iter().map(|f| f.check).collect();
         checks.dedup();
-        line.push_str(&format!("\n  downstream symptoms it may explain: {}", checks.join(", ")));
+        line.push_str(&format!(
+            "\n  downstream symptoms it may explain: {}",
+            checks.join(", ")
+        ));
     }
     line
 }
@@ -185,9 +205,30 @@ fn gate_verdict(r: &GateReport, p: &Paint) -> String {
 pub fn gate_json(r: &GateReport) -> Value {
     let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
     if let Value::Object(m) = &mut v {
-        m.insert("verdict".into(), json!(match r.exit_code { 0 => "pass", 3 => "unreachable", _ => "fail" }));
-        m.insert("first_broken".into(), json!(r.findings.first_broken().map(|f| json!({"boundary": f.boundary, "check": f.check, "message": f.message}))));
-        m.insert("downstream".into(), json!(r.findings.downstream().iter().map(|f| f.check).collect::<Vec<_>>()));
+        m.insert(
+            "verdict".into(),
+            json!(match r.exit_code {
+                0 => "pass",
+                3 => "unreachable",
+                _ => "fail",
+            }),
+        );
+        m.insert(
+            "first_broken".into(),
+            json!(r
+                .findings
+                .first_broken()
+                .map(|f| json!({"boundary": f.boundary, "check": f.check, "message": f.message}))),
+        );
+        m.insert(
+            "downstream".into(),
+            json!(r
+                .findings
+                .downstream()
+                .iter()
+                .map(|f| f.check)
+                .collect::<Vec<_>>()),
+        );
     }
     v
 }

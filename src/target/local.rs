@@ -79,7 +79,9 @@ impl CandleTarget {
                         id,
                         logprob: l.get(id as usize).map_or(f32::NEG_INFINITY, |x| x - lse),
                         argmax,
-                        argmax_logprob: l.get(argmax as usize).map_or(f32::NEG_INFINITY, |x| x - lse),
+                        argmax_logprob: l
+                            .get(argmax as usize)
+                            .map_or(f32::NEG_INFINITY, |x| x - lse),
                     })
                 })
                 .collect()

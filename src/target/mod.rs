@@ -4,8 +4,8 @@
 //! OWNER NOTE: the public API in this file is fixed; the candle implementation lives in candle.rs.
 pub mod candle;
 pub mod local;
-pub mod spec;
 pub mod openai;
+pub mod spec;
 pub mod sse;
 
 use std::time::Instant;

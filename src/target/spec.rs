@@ -21,7 +21,11 @@ impl TargetSpec {
     pub fn parse(s: &str, base: &Path) -> Result<TargetSpec> {
         if let Some(dir) = s.strip_prefix("candle:") {
             let p = PathBuf::from(dir);
-            return Ok(TargetSpec::Candle(if p.is_absolute() { p } else { base.join(p) }));
+            return Ok(TargetSpec::Candle(if p.is_absolute() {
+                p
+            } else {
+                base.join(p)
+            }));
         }
         if s.starts_with("http://") || s.starts_with("https://") {
             if s.contains('@') {
@@ -30,8 +34,10 @@ impl TargetSpec {
             }
             return Ok(TargetSpec::Http(s.trim_end_matches('/').to_string()));
         }
-        Err(Error::input(format!("target {s:?} is neither `candle:DIR` nor an http(s) URL"))
-            .hint("e.g. --target candle:models/tiny-chat or --target http://127.0.0.1:8000"))
+        Err(Error::input(format!(
+            "target {s:?} is neither `candle:DIR` nor an http(s) URL"
+        ))
+        .hint("e.g. --target candle:models/tiny-chat or --target http://127.0.0.1:8000"))
     }
 
     /// `candle` or `http`: the key latency baselines are stored under (a server and the
@@ -74,7 +80,8 @@ impl Target {
             TargetSpec::Candle(dir) => Ok(Target::Candle(CandleTarget::load(dir)?)),
             TargetSpec::Http(url) => {
                 let t = suite.file.target.as_ref();
-                let secs = |v: Option<f64>, d: f64| Duration::from_secs_f64(v.unwrap_or(d).max(0.001));
+                let secs =
+                    |v: Option<f64>, d: f64| Duration::from_secs_f64(v.unwrap_or(d).max(0.001));
                 Ok(Target::Http(HttpTarget::new(HttpOptions {
                     base_url: url.clone(),
                     model: model_name(suite),
@@ -144,7 +151,9 @@ mod tests {
             TargetSpec::parse("http://h:1/", base).ok(),
             Some(TargetSpec::Http("http://h:1".into()))
         );
-        let e = TargetSpec::parse("https://u:secret@h", base).err().map(|e| e.to_string());
+        let e = TargetSpec::parse("https://u:secret@h", base)
+            .err()
+            .map(|e| e.to_string());
         assert!(e.as_deref().is_some_and(|e| !e.contains("secret")), "{e:?}");
         assert!(TargetSpec::parse("ftp://h", base).is_err());
     }

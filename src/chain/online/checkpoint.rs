@@ -28,21 +28,42 @@ fn identity(online: &Online, obs: &Observed) -> Finding {
     let lock = online.ctx.lock.as_ref();
     // chatgate serve reports `fp_` + the first 12 hex digits of the weights' total sha256.
     if let (Some(fp), Some(lock)) = (&fp, lock) {
-        if let Some(hex) = fp.strip_prefix("fp_").filter(|h| h.len() >= 8 && h.chars().all(|c| c.is_ascii_hexdigit())) {
+        if let Some(hex) = fp
+            .strip_prefix("fp_")
+            .filter(|h| h.len() >= 8 && h.chars().all(|c| c.is_ascii_hexdigit()))
+        {
             if lock.weights.total.starts_with(hex) {
-                return Finding::pass(Checkpoint, "checkpoint.server-identity", "the server's system_fingerprint matches the locked weights")
-                    .with("system_fingerprint", fp);
+                return Finding::pass(
+                    Checkpoint,
+                    "checkpoint.server-identity",
+                    "the server's system_fingerprint matches the locked weights",
+                )
+                .with("system_fingerprint", fp);
             }
-            return Finding::new(Checkpoint, "checkpoint.server-identity", Severity::Error, "the server reports other weights than the lock pins")
-                .with("system_fingerprint", fp)
-                .with("locked weights", &lock.weights.total[..12.min(lock.weights.total.len())]);
+            return Finding::new(
+                Checkpoint,
+                "checkpoint.server-identity",
+                Severity::Error,
+                "the server reports other weights than the lock pins",
+            )
+            .with("system_fingerprint", fp)
+            .with(
+                "locked weights",
+                &lock.weights.total[..12.min(lock.weights.total.len())],
+            );
         }
     }
     if let (Some(path), Some(lock)) = (
-        obs.props.as_ref().and_then(|p| p.get("model_path")).and_then(|v| v.as_str()),
+        obs.props
+            .as_ref()
+            .and_then(|p| p.get("model_path"))
+            .and_then(|v| v.as_str()),
         lock,
     ) {
-        let name = std::path::Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = std::path::Path::new(path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let known = lock.weights.files.iter().any(|f| f.name == name);
         return Finding::new(
             Checkpoint,
@@ -83,7 +104,9 @@ async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
             inconclusive.push(run.probe.id.clone());
             continue;
         };
-        let Some(ids) = reply_ids(main, online) else { continue };
+        let Some(ids) = reply_ids(main, online) else {
+            continue;
+        };
         let ids: Vec<u32> = ids.into_iter().take(FINGERPRINT_TOKENS).collect();
         if ids.is_empty() {
             continue;
@@ -104,10 +127,15 @@ async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
         }
     }
     if let Some((_, detail)) = worst {
-        return Finding::new(Checkpoint, ID, Severity::Error, "the server behaves like another checkpoint than the reference")
-            .with("first difference", detail)
-            .with("reference", reference.path().display())
-            .with("tolerance", format!("{tol} nats"));
+        return Finding::new(
+            Checkpoint,
+            ID,
+            Severity::Error,
+            "the server behaves like another checkpoint than the reference",
+        )
+        .with("first difference", detail)
+        .with("reference", reference.path().display())
+        .with("tolerance", format!("{tol} nats"));
     }
     if compared == 0 {
         let mut f = Finding::new(Checkpoint, ID, Severity::Warning, "no probe could be fingerprinted: the server's prompt ids could not be confirmed (no tokenize endpoint, and usage.prompt_tokens differs from the local render)");
@@ -116,7 +144,14 @@ async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
         }
         return f;
     }
-    let mut f = Finding::pass(Checkpoint, ID, format!("{compared} probe(s) match the reference checkpoint {}", reference.path().display()));
+    let mut f = Finding::pass(
+        Checkpoint,
+        ID,
+        format!(
+            "{compared} probe(s) match the reference checkpoint {}",
+            reference.path().display()
+        ),
+    );
     if !drift.is_empty() {
         f = Finding::new(Checkpoint, ID, Severity::Warning, "the server's greedy tokens differ from the reference's only where the reference's top two candidates are nearly tied (numeric drift)")
             .with("where", drift.join("; "));

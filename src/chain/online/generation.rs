@@ -36,7 +36,12 @@ fn stops(online: &Online, obs: &Observed) -> Finding {
                 .token_ids
                 .as_ref()
                 .and_then(|ids| ids.last())
-                .map(|&id| online.reference.map(|r| r.decode_token(id)).unwrap_or_default())
+                .map(|&id| {
+                    online
+                        .reference
+                        .map(|r| r.decode_token(id))
+                        .unwrap_or_default()
+                })
                 .unwrap_or_default();
             return Finding::new(Gen, ID, Severity::Error, "the server runs past the end of the assistant turn: the turn terminator is not in its stop set")
                 .with("probe", &run.probe.id)
@@ -46,18 +51,32 @@ fn stops(online: &Online, obs: &Observed) -> Finding {
         }
     }
     if compared == 0 {
-        return Finding::new(Gen, ID, Severity::Info, "no reference run to compare the server's stops with (set [reference] model)");
+        return Finding::new(
+            Gen,
+            ID,
+            Severity::Info,
+            "no reference run to compare the server's stops with (set [reference] model)",
+        );
     }
-    Finding::pass(Gen, ID, format!("the server stops where the reference does on {compared} probe(s)"))
+    Finding::pass(
+        Gen,
+        ID,
+        format!("the server stops where the reference does on {compared} probe(s)"),
+    )
 }
 
 fn leaked_terminator(online: &Online, text: &str) -> Option<String> {
     let special = online.ctx.model.special_tokens();
-    let found = [special.eos_token.as_deref(), Some("<|im_end|>"), Some("<|eot_id|>"), Some("</s>")]
-        .into_iter()
-        .flatten()
-        .find(|t| !t.is_empty() && text.contains(t))
-        .map(str::to_string);
+    let found = [
+        special.eos_token.as_deref(),
+        Some("<|im_end|>"),
+        Some("<|eot_id|>"),
+        Some("</s>"),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|t| !t.is_empty() && text.contains(t))
+    .map(str::to_string);
     found
 }
 
@@ -67,20 +86,33 @@ fn leaked_terminator(online: &Online, text: &str) -> Option<String> {
 fn sampling(obs: &Observed) -> Finding {
     const ID: &str = "generation.sampling-honoured";
     // Unstable same-seed replies are the server's nondeterminism, judged at the server boundary.
-    let same_seed_unstable = obs.runs.iter().any(|r| r.determinism() == Some(super::Determinism::Sampled))
+    let same_seed_unstable = obs
+        .runs
+        .iter()
+        .any(|r| r.determinism() == Some(super::Determinism::Sampled))
         || matches!((obs.sampling.first(), obs.sampling.get(1)), (Some(Ok(a)), Some(Ok(b))) if a.text != b.text);
     if same_seed_unstable {
         return Finding::new(Gen, ID, Severity::Info, "identical requests already differ (see server.determinism): whether the seed steers temperature 0 cannot be told apart");
     }
-    let replies: Vec<&crate::replay::Record> = obs.sampling.iter().filter_map(|r| r.as_ref().ok()).collect();
-    if let Some(other) = replies.iter().skip(2).find(|r| replies.first().is_some_and(|a| a.text != r.text)) {
+    let replies: Vec<&crate::replay::Record> = obs
+        .sampling
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .collect();
+    if let Some(other) = replies
+        .iter()
+        .skip(2)
+        .find(|r| replies.first().is_some_and(|a| a.text != r.text))
+    {
         return Finding::new(Gen, ID, Severity::Error, "temperature 0 is not honoured: another seed gives another reply, so the server samples (it applies its own sampling defaults over the request)")
             .with("probe", super::show(&super::SAMPLING_PROMPT.to_string()))
             .with("seed A", super::show(&replies[0].text))
             .with("seed B", super::show(&other.text));
     }
     for run in &obs.runs {
-        let (Some(main), Some(Ok(other))) = (run.main(), &run.other_seed) else { continue };
+        let (Some(main), Some(Ok(other))) = (run.main(), &run.other_seed) else {
+            continue;
+        };
         if main.text != other.text {
             return Finding::new(Gen, ID, Severity::Error, "temperature 0 is not honoured: another seed gives another reply, so the server samples (it applies its own sampling defaults over the request)")
                 .with("probe", &run.probe.id)
@@ -88,7 +120,10 @@ fn sampling(obs: &Observed) -> Finding {
                 .with("seed B", super::show(&other.text));
         }
     }
-    let greedy_checked = replies.iter().copied().chain(obs.runs.iter().filter_map(|r| r.main()));
+    let greedy_checked = replies
+        .iter()
+        .copied()
+        .chain(obs.runs.iter().filter_map(|r| r.main()));
     for rec in greedy_checked {
         if let Some(detail) = not_greedy(rec) {
             return Finding::new(Gen, ID, Severity::Error, "temperature 0 is not honoured: the server picked a token that is not its own most likely one")
@@ -96,18 +131,34 @@ fn sampling(obs: &Observed) -> Finding {
         }
     }
     if replies.is_empty() && obs.runs.iter().all(|r| r.main().is_none()) {
-        return Finding::new(Gen, ID, Severity::Warning, "no temperature-0 reply to check sampling on");
+        return Finding::new(
+            Gen,
+            ID,
+            Severity::Warning,
+            "no temperature-0 reply to check sampling on",
+        );
     }
-    Finding::pass(Gen, ID, "temperature 0 replies are greedy and independent of the seed")
+    Finding::pass(
+        Gen,
+        ID,
+        "temperature 0 replies are greedy and independent of the seed",
+    )
 }
 
 /// The first step where the chosen token is less likely than the server's own top candidate.
 fn not_greedy(rec: &crate::replay::Record) -> Option<String> {
     let lps = rec.logprobs.as_ref()?;
     lps.iter().enumerate().find_map(|(k, lp)| {
-        let best = lp.top.iter().map(|t| t.logprob).fold(f32::NEG_INFINITY, f32::max);
+        let best = lp
+            .top
+            .iter()
+            .map(|t| t.logprob)
+            .fold(f32::NEG_INFINITY, f32::max);
         (best - lp.logprob > 1e-3).then(|| {
-            format!("token {k} {:?} (logprob {:.3}; the server's top candidate has {best:.3})", lp.token, lp.logprob)
+            format!(
+                "token {k} {:?} (logprob {:.3}; the server's top candidate has {best:.3})",
+                lp.token, lp.logprob
+            )
         })
     })
 }
@@ -134,15 +185,24 @@ fn defaults(online: &Online, obs: &Observed) -> Vec<Finding> {
             _ => None,
         }
     };
-    let mut f = Finding::pass(Gen, ID, "the defaults the server reports agree with generation_config.json");
+    let mut f = Finding::pass(
+        Gen,
+        ID,
+        "the defaults the server reports agree with generation_config.json",
+    );
     let mut differs = false;
     for name in ["temperature", "top_p", "top_k", "repeat_penalty"] {
-        let Some(have) = settings.get(name).and_then(Value::as_f64) else { continue };
+        let Some(have) = settings.get(name).and_then(Value::as_f64) else {
+            continue;
+        };
         let expected = want(name).or((name == "repeat_penalty").then_some(1.0));
         if let Some(e) = expected {
             if (have - e).abs() > 1e-6 {
                 differs = true;
-                f = f.with(name, format!("server default {have}, generation_config.json {e}"));
+                f = f.with(
+                    name,
+                    format!("server default {have}, generation_config.json {e}"),
+                );
             }
         }
     }

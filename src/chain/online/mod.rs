@@ -208,8 +208,11 @@ impl Online<'_> {
         let models = match self.http.get("/v1/models").await {
             Ok(r) => r.json,
             Err(e) if e.unreachable() => {
-                return Err(Error::unreachable(format!("the target does not answer: {e}"))
-                    .hint("is the server running, and is --target / [target] url its base URL?"))
+                return Err(
+                    Error::unreachable(format!("the target does not answer: {e}")).hint(
+                        "is the server running, and is --target / [target] url its base URL?",
+                    ),
+                )
             }
             Err(_) => None,
         };
@@ -253,7 +256,8 @@ impl Online<'_> {
         let other_seed = Some(self.http.chat(&self.request(probe, seed + 1, false)).await);
         let streamed = Some(self.http.chat(&self.request(probe, seed, true)).await);
         let req = self.request(probe, seed, false);
-        let concurrent = join_all((0..self.settings.concurrency.max(2)).map(|_| self.http.chat(&req))).await;
+        let concurrent =
+            join_all((0..self.settings.concurrency.max(2)).map(|_| self.http.chat(&req))).await;
         let reference = match self.reference {
             Some(r) => r.chat(&self.request(probe, seed, false)).await.ok(),
             None => None,
@@ -277,7 +281,9 @@ impl Online<'_> {
     async fn sampling_probe(&self) -> Vec<std::result::Result<Record, CallError>> {
         let probe = Probe {
             id: "sampling-probe".into(),
-            messages: vec![json!({"role": "user", "content": self.ctx.suite.file.server.sampling_prompt.clone().unwrap_or_else(|| SAMPLING_PROMPT.to_string())})],
+            messages: vec![
+                json!({"role": "user", "content": self.ctx.suite.file.server.sampling_prompt.clone().unwrap_or_else(|| SAMPLING_PROMPT.to_string())}),
+            ],
             tools: None,
         };
         let seed = self.settings.seed;
@@ -292,7 +298,9 @@ impl Online<'_> {
 
     fn local_ids(&self, probe: &Probe) -> Option<Vec<u32>> {
         let p = self.ctx.serving.as_ref()?;
-        let r = p.render(&probe.messages, probe.tools.as_deref(), true).ok()?;
+        let r = p
+            .render(&probe.messages, probe.tools.as_deref(), true)
+            .ok()?;
         p.ids(&r.text).ok()
     }
 

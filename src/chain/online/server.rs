@@ -24,30 +24,62 @@ pub async fn check(online: &Online<'_>, obs: &Observed) -> Vec<Finding> {
 fn models(online: &Online, obs: &Observed) -> Finding {
     const ID: &str = "server.models";
     let Some(list) = &obs.models else {
-        return Finding::new(Server, ID, Severity::Error, "GET /v1/models does not return JSON");
+        return Finding::new(
+            Server,
+            ID,
+            Severity::Error,
+            "GET /v1/models does not return JSON",
+        );
     };
     let ids: Vec<&str> = list
         .get("data")
         .and_then(Value::as_array)
-        .map(|d| d.iter().filter_map(|m| m.get("id").and_then(Value::as_str)).collect())
+        .map(|d| {
+            d.iter()
+                .filter_map(|m| m.get("id").and_then(Value::as_str))
+                .collect()
+        })
         .unwrap_or_default();
     if ids.is_empty() {
         return Finding::new(Server, ID, Severity::Error, "GET /v1/models lists no models (expected {\"object\": \"list\", \"data\": [{\"id\": …}]})")
             .with("body", super::show(&list.to_string()));
     }
     if !ids.contains(&online.model.as_str()) {
-        return Finding::new(Server, ID, Severity::Error, format!("the server does not list the suite's model {:?}", online.model))
-            .with("listed", ids.join(", "))
-            .with("hint", "set [target] model to the served name, or serve the model under this name");
+        return Finding::new(
+            Server,
+            ID,
+            Severity::Error,
+            format!(
+                "the server does not list the suite's model {:?}",
+                online.model
+            ),
+        )
+        .with("listed", ids.join(", "))
+        .with(
+            "hint",
+            "set [target] model to the served name, or serve the model under this name",
+        );
     }
     Finding::pass(Server, ID, format!("/v1/models lists {:?}", online.model))
 }
 
 fn health(obs: &Observed) -> Finding {
     match obs.health_status {
-        Some(s) if (200..300).contains(&s) => Finding::pass(Server, "server.health", "GET /health answers"),
-        Some(s) => Finding::new(Server, "server.health", Severity::Info, format!("GET /health answers {s}: readiness has to be polled on /v1/models")),
-        None => Finding::new(Server, "server.health", Severity::Info, "GET /health does not answer: readiness has to be polled on /v1/models"),
+        Some(s) if (200..300).contains(&s) => {
+            Finding::pass(Server, "server.health", "GET /health answers")
+        }
+        Some(s) => Finding::new(
+            Server,
+            "server.health",
+            Severity::Info,
+            format!("GET /health answers {s}: readiness has to be polled on /v1/models"),
+        ),
+        None => Finding::new(
+            Server,
+            "server.health",
+            Severity::Info,
+            "GET /health does not answer: readiness has to be polled on /v1/models",
+        ),
     }
 }
 
@@ -57,7 +89,12 @@ fn responds(obs: &Observed) -> Finding {
     let mut total = 0;
     let mut failed: Vec<(String, &CallError)> = Vec::new();
     for run in &obs.runs {
-        let all = run.plain.iter().chain(run.other_seed.iter()).chain(run.streamed.iter()).chain(run.concurrent.iter());
+        let all = run
+            .plain
+            .iter()
+            .chain(run.other_seed.iter())
+            .chain(run.streamed.iter())
+            .chain(run.concurrent.iter());
         for r in all {
             total += 1;
             if let Err(e) = r {
@@ -74,9 +111,14 @@ fn responds(obs: &Observed) -> Finding {
                 CallError::Status { .. } => "were refused",
                 _ => "failed",
             };
-            Finding::new(Server, ID, Severity::Error, format!("{} of {total} valid probe requests {what}", failed.len()))
-                .with("probe", id)
-                .with("first error", e)
+            Finding::new(
+                Server,
+                ID,
+                Severity::Error,
+                format!("{} of {total} valid probe requests {what}", failed.len()),
+            )
+            .with("probe", id)
+            .with("first error", e)
         }
     }
 }
@@ -86,22 +128,39 @@ fn schema(obs: &Observed) -> Finding {
     const ID: &str = "server.schema";
     let mut problems = Vec::new();
     if let Some(Ok(reply)) = &obs.raw_reply {
-        problems.extend(reply_problems(reply).into_iter().map(|p| format!("reply: {p}")));
+        problems.extend(
+            reply_problems(reply)
+                .into_iter()
+                .map(|p| format!("reply: {p}")),
+        );
     }
     for run in &obs.runs {
         if let Some(Ok(rec)) = &run.streamed {
             if let Some(trace) = &rec.stream {
                 for (i, c) in trace.chunks.iter().enumerate() {
-                    problems.extend(chunk_problems(c).into_iter().map(|p| format!("chunk {i}: {p}")));
+                    problems.extend(
+                        chunk_problems(c)
+                            .into_iter()
+                            .map(|p| format!("chunk {i}: {p}")),
+                    );
                 }
             }
         }
     }
     if problems.is_empty() {
-        return Finding::pass(Server, ID, "replies and stream chunks have the OpenAI shapes");
+        return Finding::pass(
+            Server,
+            ID,
+            "replies and stream chunks have the OpenAI shapes",
+        );
     }
     problems.dedup();
-    let mut f = Finding::new(Server, ID, Severity::Error, format!("{} schema problem(s) in replies or chunks", problems.len()));
+    let mut f = Finding::new(
+        Server,
+        ID,
+        Severity::Error,
+        format!("{} schema problem(s) in replies or chunks", problems.len()),
+    );
     for p in problems.iter().take(5) {
         f = f.with("problem", p);
     }
@@ -121,14 +180,21 @@ fn reply_problems(v: &Value) -> Vec<String> {
     if !v.get("created").is_some_and(Value::is_u64) {
         p.push("`created` is missing or not an integer".into());
     }
-    match v.get("choices").and_then(Value::as_array).and_then(|c| c.first()) {
+    match v
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+    {
         None => p.push("`choices` is missing or empty".into()),
         Some(c) => {
             let msg = c.get("message");
             if msg.and_then(|m| m.get("role")).and_then(Value::as_str) != Some("assistant") {
                 p.push("`choices[0].message.role` is not \"assistant\"".into());
             }
-            if !msg.and_then(|m| m.get("content")).is_some_and(|c| c.is_string() || c.is_null()) {
+            if !msg
+                .and_then(|m| m.get("content"))
+                .is_some_and(|c| c.is_string() || c.is_null())
+            {
                 p.push("`choices[0].message.content` is neither a string nor null".into());
             }
             if !finish_ok(c.get("finish_reason")) {
@@ -140,7 +206,10 @@ fn reply_problems(v: &Value) -> Vec<String> {
 }
 
 fn finish_ok(v: Option<&Value>) -> bool {
-    matches!(v.and_then(Value::as_str), Some("stop" | "length" | "tool_calls" | "content_filter" | "function_call"))
+    matches!(
+        v.and_then(Value::as_str),
+        Some("stop" | "length" | "tool_calls" | "content_filter" | "function_call")
+    )
 }
 
 fn chunk_problems(v: &Value) -> Vec<String> {
@@ -176,7 +245,12 @@ fn stream(obs: &Observed) -> Vec<Finding> {
         })
         .collect();
     if traces.is_empty() {
-        return vec![Finding::new(Server, "server.sse-done", Severity::Warning, "no streamed probe completed: SSE framing was not checked")];
+        return vec![Finding::new(
+            Server,
+            "server.sse-done",
+            Severity::Warning,
+            "no streamed probe completed: SSE framing was not checked",
+        )];
     }
     let mut out = Vec::new();
     out.push(match traces.iter().find(|(_, t)| !t.done) {
@@ -184,18 +258,48 @@ fn stream(obs: &Observed) -> Vec<Finding> {
             .with("probe", id),
         None => Finding::pass(Server, "server.sse-done", "every stream ends with `data: [DONE]`"),
     });
-    let malformed: Vec<String> = traces.iter().flat_map(|(id, t)| t.malformed.iter().map(move |m| format!("{id}: {m}"))).collect();
-    let wrong_type = traces.iter().find(|(_, t)| !t.content_type.as_deref().is_some_and(|c| c.starts_with("text/event-stream")));
+    let malformed: Vec<String> = traces
+        .iter()
+        .flat_map(|(id, t)| t.malformed.iter().map(move |m| format!("{id}: {m}")))
+        .collect();
+    let wrong_type = traces.iter().find(|(_, t)| {
+        !t.content_type
+            .as_deref()
+            .is_some_and(|c| c.starts_with("text/event-stream"))
+    });
     out.push(if let Some(m) = malformed.first() {
-        Finding::new(Server, "server.sse-framing", Severity::Error, format!("{} stream payload(s) are not JSON", malformed.len())).with("first", m)
+        Finding::new(
+            Server,
+            "server.sse-framing",
+            Severity::Error,
+            format!("{} stream payload(s) are not JSON", malformed.len()),
+        )
+        .with("first", m)
     } else if let Some((id, t)) = wrong_type {
-        Finding::new(Server, "server.sse-framing", Severity::Warning, "a stream is not served as text/event-stream")
-            .with("probe", id)
-            .with("content-type", t.content_type.clone().unwrap_or_else(|| "(none)".into()))
+        Finding::new(
+            Server,
+            "server.sse-framing",
+            Severity::Warning,
+            "a stream is not served as text/event-stream",
+        )
+        .with("probe", id)
+        .with(
+            "content-type",
+            t.content_type.clone().unwrap_or_else(|| "(none)".into()),
+        )
     } else if traces.iter().any(|(_, t)| t.after_done) {
-        Finding::new(Server, "server.sse-framing", Severity::Warning, "a stream sends events after `[DONE]`")
+        Finding::new(
+            Server,
+            "server.sse-framing",
+            Severity::Warning,
+            "a stream sends events after `[DONE]`",
+        )
     } else {
-        Finding::pass(Server, "server.sse-framing", "stream payloads are JSON events on text/event-stream")
+        Finding::pass(
+            Server,
+            "server.sse-framing",
+            "stream payloads are JSON events on text/event-stream",
+        )
     });
     out.push(if traces.iter().all(|(_, t)| t.usage_chunk || t.chunks.iter().any(|c| c.get("usage").is_some_and(|u| !u.is_null()))) {
         Finding::pass(Server, "server.include-usage", "streams honour stream_options.include_usage")
@@ -213,7 +317,13 @@ fn usage(online: &Online, obs: &Observed) -> Finding {
     for run in &obs.runs {
         let Some(main) = run.main() else { continue };
         let Some(u) = main.usage else {
-            return Finding::new(Server, ID, Severity::Warning, "a non-streamed reply carries no usage").with("probe", &run.probe.id);
+            return Finding::new(
+                Server,
+                ID,
+                Severity::Warning,
+                "a non-streamed reply carries no usage",
+            )
+            .with("probe", &run.probe.id);
         };
         checked += 1;
         if let (Some(p), Some(ids)) = (u.prompt_tokens, &run.server_ids) {
@@ -224,20 +334,36 @@ fn usage(online: &Online, obs: &Observed) -> Finding {
         }
         // Only ids the server reported count here: re-encoded text would blame the server for
         // tokenizer round trips.
-        let reported = main.token_ids.clone().or_else(|| main.logprobs.as_ref().and_then(|l| l.iter().map(|x| x.id).collect()));
+        let reported = main.token_ids.clone().or_else(|| {
+            main.logprobs
+                .as_ref()
+                .and_then(|l| l.iter().map(|x| x.id).collect())
+        });
         if let (Some(c), Some(ids)) = (u.completion_tokens, reported) {
             let n = ids.len() as u64;
             let stopped = main.finish_reason.as_deref() == Some("stop");
             if c + 1 == n && stopped {
                 eos_excluded = true;
             } else if c != n {
-                return Finding::new(Server, ID, Severity::Error, format!("usage.completion_tokens is {c}, but the server generated {n} tokens"))
-                    .with("probe", &run.probe.id);
+                return Finding::new(
+                    Server,
+                    ID,
+                    Severity::Error,
+                    format!("usage.completion_tokens is {c}, but the server generated {n} tokens"),
+                )
+                .with("probe", &run.probe.id);
             }
         }
-        if let (Some(p), Some(c), Some(t)) = (u.prompt_tokens, u.completion_tokens, u.total_tokens) {
+        if let (Some(p), Some(c), Some(t)) = (u.prompt_tokens, u.completion_tokens, u.total_tokens)
+        {
             if p + c != t {
-                return Finding::new(Server, ID, Severity::Error, format!("usage.total_tokens {t} ≠ prompt_tokens {p} + completion_tokens {c}")).with("probe", &run.probe.id);
+                return Finding::new(
+                    Server,
+                    ID,
+                    Severity::Error,
+                    format!("usage.total_tokens {t} ≠ prompt_tokens {p} + completion_tokens {c}"),
+                )
+                .with("probe", &run.probe.id);
             }
         }
     }
@@ -248,7 +374,11 @@ fn usage(online: &Online, obs: &Observed) -> Finding {
     if eos_excluded {
         return Finding::new(Server, ID, Severity::Info, "usage.completion_tokens leaves out the token that ended the reply (llama-cpp-python counts this way; llama.cpp and vLLM count it)");
     }
-    Finding::pass(Server, ID, "usage agrees with the server's own token counts")
+    Finding::pass(
+        Server,
+        ID,
+        "usage agrees with the server's own token counts",
+    )
 }
 
 /// At temperature 0 the streamed reply must equal the non-streamed one.
@@ -256,35 +386,83 @@ fn parity(obs: &Observed) -> Finding {
     const ID: &str = "server.stream-parity";
     let mut compared = 0;
     for run in &obs.runs {
-        let (Some(main), Some(Ok(streamed))) = (run.main(), &run.streamed) else { continue };
+        let (Some(main), Some(Ok(streamed))) = (run.main(), &run.streamed) else {
+            continue;
+        };
         if run.determinism() == Some(Determinism::Sampled) {
             continue; // unstable replies cannot be compared; server.determinism reports them
         }
         compared += 1;
         if main.text != streamed.text || main.finish_reason != streamed.finish_reason {
-            return Finding::new(Server, ID, Severity::Error, "the streamed reply differs from the non-streamed one at temperature 0")
-                .with("probe", &run.probe.id)
-                .with("non-streamed", format!("{} ({})", super::show(&main.text), main.finish_reason.as_deref().unwrap_or("-")))
-                .with("streamed", format!("{} ({})", super::show(&streamed.text), streamed.finish_reason.as_deref().unwrap_or("-")));
+            return Finding::new(
+                Server,
+                ID,
+                Severity::Error,
+                "the streamed reply differs from the non-streamed one at temperature 0",
+            )
+            .with("probe", &run.probe.id)
+            .with(
+                "non-streamed",
+                format!(
+                    "{} ({})",
+                    super::show(&main.text),
+                    main.finish_reason.as_deref().unwrap_or("-")
+                ),
+            )
+            .with(
+                "streamed",
+                format!(
+                    "{} ({})",
+                    super::show(&streamed.text),
+                    streamed.finish_reason.as_deref().unwrap_or("-")
+                ),
+            );
         }
     }
     if compared == 0 {
-        return Finding::new(Server, ID, Severity::Warning, "no stable probe to compare streamed and non-streamed replies on");
+        return Finding::new(
+            Server,
+            ID,
+            Severity::Warning,
+            "no stable probe to compare streamed and non-streamed replies on",
+        );
     }
-    Finding::pass(Server, ID, format!("streamed = non-streamed on {compared} probe(s)"))
+    Finding::pass(
+        Server,
+        ID,
+        format!("streamed = non-streamed on {compared} probe(s)"),
+    )
 }
 
 fn determinism(obs: &Observed) -> Finding {
     const ID: &str = "server.determinism";
-    let classes: Vec<(&str, Option<Determinism>)> = obs.runs.iter().map(|r| (r.probe.id.as_str(), r.determinism())).collect();
-    let named = |d: Determinism| classes.iter().filter(|(_, c)| *c == Some(d)).map(|(id, _)| *id).collect::<Vec<_>>();
+    let classes: Vec<(&str, Option<Determinism>)> = obs
+        .runs
+        .iter()
+        .map(|r| (r.probe.id.as_str(), r.determinism()))
+        .collect();
+    let named = |d: Determinism| {
+        classes
+            .iter()
+            .filter(|(_, c)| *c == Some(d))
+            .map(|(id, _)| *id)
+            .collect::<Vec<_>>()
+    };
     let sampled = named(Determinism::Sampled);
     if !sampled.is_empty() {
-        let run = obs.runs.iter().find(|r| r.determinism() == Some(Determinism::Sampled));
+        let run = obs
+            .runs
+            .iter()
+            .find(|r| r.determinism() == Some(Determinism::Sampled));
         let mut f = Finding::new(Server, ID, Severity::Error, format!("identical temperature-0 requests get different replies ({} of {} probes): exact snapshots will flake", sampled.len(), classes.len()))
             .with("sampled", sampled.join(", "));
         if let Some(run) = run {
-            let texts: Vec<String> = run.plain.iter().filter_map(|r| r.as_ref().ok()).map(|r| super::show(&r.text)).collect();
+            let texts: Vec<String> = run
+                .plain
+                .iter()
+                .filter_map(|r| r.as_ref().ok())
+                .map(|r| super::show(&r.text))
+                .collect();
             f = f.with("replies", texts.join(" | "));
         }
         return f;
@@ -294,28 +472,65 @@ fn determinism(obs: &Observed) -> Finding {
         return Finding::new(Server, ID, Severity::Warning, "replies change under concurrent load (batch-variant): compare these prompts with a tolerant comparator")
             .with("batch-variant", variant.join(", "));
     }
-    Finding::pass(Server, ID, format!("{} probe(s) deterministic alone and under concurrent load", classes.len()))
+    Finding::pass(
+        Server,
+        ID,
+        format!(
+            "{} probe(s) deterministic alone and under concurrent load",
+            classes.len()
+        ),
+    )
 }
 
 /// max_tokens is a hard limit.
 async fn max_tokens(online: &Online<'_>, obs: &Observed) -> Finding {
     const ID: &str = "server.max-tokens";
     let Some(run) = obs.runs.first() else {
-        return Finding::new(Server, ID, Severity::Warning, "no probe to test max_tokens with");
+        return Finding::new(
+            Server,
+            ID,
+            Severity::Warning,
+            "no probe to test max_tokens with",
+        );
     };
     let mut req = online.request(&run.probe, online.settings.seed, false);
     req.max_tokens = Some(2);
     match online.http.chat(&req).await {
-        Err(e) => Finding::new(Server, ID, Severity::Error, "a request with max_tokens 2 failed").with("error", e),
+        Err(e) => Finding::new(
+            Server,
+            ID,
+            Severity::Error,
+            "a request with max_tokens 2 failed",
+        )
+        .with("error", e),
         Ok(rec) => {
-            let n = rec.usage.and_then(|u| u.completion_tokens).map(|c| c as usize).or_else(|| reply_ids(&rec, online).map(|i| i.len()));
+            let n = rec
+                .usage
+                .and_then(|u| u.completion_tokens)
+                .map(|c| c as usize)
+                .or_else(|| reply_ids(&rec, online).map(|i| i.len()));
             match n {
-                Some(n) if n > 2 => Finding::new(Server, ID, Severity::Error, format!("max_tokens 2 returned {n} tokens"))
-                    .with("reply", super::show(&rec.text)),
-                _ if rec.finish_reason.as_deref() == Some("stop") || rec.finish_reason.as_deref() == Some("length") => {
+                Some(n) if n > 2 => Finding::new(
+                    Server,
+                    ID,
+                    Severity::Error,
+                    format!("max_tokens 2 returned {n} tokens"),
+                )
+                .with("reply", super::show(&rec.text)),
+                _ if rec.finish_reason.as_deref() == Some("stop")
+                    || rec.finish_reason.as_deref() == Some("length") =>
+                {
                     Finding::pass(Server, ID, "max_tokens is honoured")
                 }
-                _ => Finding::new(Server, ID, Severity::Warning, format!("max_tokens 2 ended with finish_reason {:?}", rec.finish_reason)),
+                _ => Finding::new(
+                    Server,
+                    ID,
+                    Severity::Warning,
+                    format!(
+                        "max_tokens 2 ended with finish_reason {:?}",
+                        rec.finish_reason
+                    ),
+                ),
             }
         }
     }
@@ -324,26 +539,63 @@ async fn max_tokens(online: &Online<'_>, obs: &Observed) -> Finding {
 /// A stop string cuts the reply before it, and is not part of the text.
 async fn stop(online: &Online<'_>, obs: &Observed) -> Finding {
     const ID: &str = "server.stop";
-    let Some((run, main)) = obs.runs.iter().find_map(|r| r.main().filter(|m| stop_word(&m.text).is_some()).map(|m| (r, m))) else {
-        return Finding::new(Server, ID, Severity::Info, "no probe reply long enough to test stop strings with");
+    let Some((run, main)) = obs.runs.iter().find_map(|r| {
+        r.main()
+            .filter(|m| stop_word(&m.text).is_some())
+            .map(|m| (r, m))
+    }) else {
+        return Finding::new(
+            Server,
+            ID,
+            Severity::Info,
+            "no probe reply long enough to test stop strings with",
+        );
     };
     let word = stop_word(&main.text).unwrap_or_default();
     let mut req = online.request(&run.probe, online.settings.seed, false);
     req.stop = vec![word.clone()];
     let expected: String = main.text[..main.text.find(&word).unwrap_or(0)].to_string();
     match online.http.chat(&req).await {
-        Err(e) => Finding::new(Server, ID, Severity::Error, "a request with a stop string failed").with("error", e),
-        Ok(rec) if rec.text.contains(&word) => Finding::new(Server, ID, Severity::Error, format!("the stop string {word:?} is in the reply"))
-            .with("reply", super::show(&rec.text)),
-        Ok(rec) if rec.text != expected && run.determinism() == Some(Determinism::Deterministic) => {
-            Finding::new(Server, ID, Severity::Warning, format!("with stop {word:?} the reply is not the unstopped reply cut before it"))
-                .with("expected", super::show(&expected))
-                .with("got", super::show(&rec.text))
+        Err(e) => Finding::new(
+            Server,
+            ID,
+            Severity::Error,
+            "a request with a stop string failed",
+        )
+        .with("error", e),
+        Ok(rec) if rec.text.contains(&word) => Finding::new(
+            Server,
+            ID,
+            Severity::Error,
+            format!("the stop string {word:?} is in the reply"),
+        )
+        .with("reply", super::show(&rec.text)),
+        Ok(rec)
+            if rec.text != expected && run.determinism() == Some(Determinism::Deterministic) =>
+        {
+            Finding::new(
+                Server,
+                ID,
+                Severity::Warning,
+                format!("with stop {word:?} the reply is not the unstopped reply cut before it"),
+            )
+            .with("expected", super::show(&expected))
+            .with("got", super::show(&rec.text))
         }
-        Ok(rec) if rec.finish_reason.as_deref() != Some("stop") => {
-            Finding::new(Server, ID, Severity::Warning, format!("a stop string ended the reply with finish_reason {:?}, not \"stop\"", rec.finish_reason))
-        }
-        Ok(_) => Finding::pass(Server, ID, format!("the stop string {word:?} cuts the reply before it")),
+        Ok(rec) if rec.finish_reason.as_deref() != Some("stop") => Finding::new(
+            Server,
+            ID,
+            Severity::Warning,
+            format!(
+                "a stop string ended the reply with finish_reason {:?}, not \"stop\"",
+                rec.finish_reason
+            ),
+        ),
+        Ok(_) => Finding::pass(
+            Server,
+            ID,
+            format!("the stop string {word:?} cuts the reply before it"),
+        ),
     }
 }
 
@@ -362,24 +614,42 @@ async fn bad_requests(online: &Online<'_>) -> Finding {
     let model = &online.model;
     let cases: [(&str, Result<Vec<u8>, Value>); 3] = [
         ("malformed JSON", Ok(b"{\"model\": ".to_vec())),
-        ("temperature as a string", Err(json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "temperature": "hot", "max_tokens": 1}))),
+        (
+            "temperature as a string",
+            Err(
+                json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "temperature": "hot", "max_tokens": 1}),
+            ),
+        ),
         ("no messages", Err(json!({"model": model, "max_tokens": 1}))),
     ];
     let mut quirks = Vec::new();
     for (what, body) in cases {
         let r = match body {
-            Ok(bytes) => online.http.post_bytes(path, bytes, "application/json").await,
+            Ok(bytes) => {
+                online
+                    .http
+                    .post_bytes(path, bytes, "application/json")
+                    .await
+            }
             Err(v) => online.http.post_json(path, &v).await,
         };
         match r {
             Err(e) if e.unreachable() => {
-                return Finding::new(Server, ID, Severity::Error, format!("a bad request ({what}) got no answer"))
-                    .with("error", e)
+                return Finding::new(
+                    Server,
+                    ID,
+                    Severity::Error,
+                    format!("a bad request ({what}) got no answer"),
+                )
+                .with("error", e)
             }
             Err(e) => quirks.push(format!("{what}: {e}")),
             Ok(resp) if (400..500).contains(&resp.status) => {
                 if !resp.json.as_ref().is_some_and(|j| j.get("error").is_some()) {
-                    quirks.push(format!("{what}: {} without an OpenAI error body", resp.status));
+                    quirks.push(format!(
+                        "{what}: {} without an OpenAI error body",
+                        resp.status
+                    ));
                 }
             }
             Ok(resp) => quirks.push(format!("{what}: HTTP {} (expected 4xx)", resp.status)),
@@ -388,7 +658,15 @@ async fn bad_requests(online: &Online<'_>) -> Finding {
     if quirks.is_empty() {
         return Finding::pass(Server, ID, "bad requests get 4xx with an error body");
     }
-    let mut f = Finding::new(Server, ID, Severity::Warning, format!("{} bad request(s) are not answered with a 4xx error body", quirks.len()));
+    let mut f = Finding::new(
+        Server,
+        ID,
+        Severity::Warning,
+        format!(
+            "{} bad request(s) are not answered with a 4xx error body",
+            quirks.len()
+        ),
+    );
     for q in quirks {
         f = f.with("case", q);
     }

@@ -13,9 +13,18 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
     let mut compared = 0;
     let mut diverged = Vec::new();
     for run in &obs.runs {
-        let (Some(server), Some(mine)) = (&run.server_ids, &run.local_ids) else { continue };
+        let (Some(server), Some(mine)) = (&run.server_ids, &run.local_ids) else {
+            continue;
+        };
         compared += 1;
-        if let Some(d) = diverge(&local.tokenizer, server, &local.tokenizer, mine, local.bos_id(), &run.probe.messages) {
+        if let Some(d) = diverge(
+            &local.tokenizer,
+            server,
+            &local.tokenizer,
+            mine,
+            local.bos_id(),
+            &run.probe.messages,
+        ) {
             let class = shape_class(&local.tokenizer, server, mine).unwrap_or(d.class.name());
             diverged.push((run.probe.id.clone(), d, class));
         }
@@ -30,7 +39,11 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
                 .with("local render", &d.sft_context),
         );
     } else if compared > 0 {
-        out.push(Finding::pass(Template, "template.server-ids", format!("the server's own prompt ids equal the local render on {compared} probe(s)")));
+        out.push(Finding::pass(
+            Template,
+            "template.server-ids",
+            format!("the server's own prompt ids equal the local render on {compared} probe(s)"),
+        ));
     }
     // Without the server's ids, the prompt size it reports is the only view of its template.
     if compared == 0 {
@@ -44,7 +57,10 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
 /// special token (a BOS the server adds on top of the template's: double-bos), or one side a
 /// prefix of the other (the generation prompt is missing or extra).
 fn shape_class(tok: &tokenizers::Tokenizer, server: &[u32], local: &[u32]) -> Option<&'static str> {
-    let special = |id: u32| tok.get_added_vocabulary().is_special_token(&tok.id_to_token(id).unwrap_or_default());
+    let special = |id: u32| {
+        tok.get_added_vocabulary()
+            .is_special_token(&tok.id_to_token(id).unwrap_or_default())
+    };
     if server.len() == local.len() + 1 && server[1..] == *local && special(server[0]) {
         return Some("double-bos");
     }
@@ -81,8 +97,12 @@ fn prompt_tokens(obs: &Observed) -> Finding {
     const ID: &str = "template.prompt-tokens";
     let mut compared = 0;
     for run in &obs.runs {
-        let (Some(main), Some(mine)) = (run.main(), &run.local_ids) else { continue };
-        let Some(reported) = main.usage.and_then(|u| u.prompt_tokens) else { continue };
+        let (Some(main), Some(mine)) = (run.main(), &run.local_ids) else {
+            continue;
+        };
+        let Some(reported) = main.usage.and_then(|u| u.prompt_tokens) else {
+            continue;
+        };
         compared += 1;
         if reported as usize != mine.len() {
             let overhead = reported as i64 - mine.len() as i64;
