@@ -256,16 +256,13 @@ pub fn review<R: BufRead, W: Write>(
         };
         let accepted = s.store.accepted(id)?;
         let prompt = s.prompts.iter().find(|p| &p.id == id);
-        show(
-            out,
-            i + 1,
-            ids.len(),
-            id,
+        let item = Item {
+            position: format!("[{}/{}] {id}", i + 1, ids.len()),
             prompt,
-            accepted.as_ref(),
-            &pending,
-            colour,
-        );
+            accepted: accepted.as_ref(),
+            pending: &pending,
+        };
+        show(out, &item, colour);
         match ask(&mut input, out)? {
             Choice::Accept => {
                 s.store.accept(id)?;
@@ -290,17 +287,23 @@ pub fn review<R: BufRead, W: Write>(
     Ok(summary)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn show<W: Write>(
-    out: &mut W,
-    n: usize,
-    total: usize,
-    id: &str,
-    prompt: Option<&Prompt>,
-    accepted: Option<&SnapshotFile>,
-    pending: &SnapshotFile,
-    colour: bool,
-) {
+/// One pending snapshot as the review shows it.
+struct Item<'a> {
+    /// `[2/5] prompt-id`
+    position: String,
+    prompt: Option<&'a Prompt>,
+    accepted: Option<&'a SnapshotFile>,
+    pending: &'a SnapshotFile,
+}
+
+/// Header info, the comparator's verdict and the diff against the accepted snapshot.
+fn show<W: Write>(out: &mut W, item: &Item, colour: bool) {
+    let Item {
+        position,
+        prompt,
+        accepted,
+        pending,
+    } = item;
     let bold = |s: &str| {
         if colour {
             format!("\x1b[1m{s}\x1b[0m")
@@ -309,7 +312,10 @@ fn show<W: Write>(
         }
     };
     let info = &pending.header.info;
-    let _ = writeln!(out, "{}", bold(&format!("[{n}/{total}] {id}")));
+    let _ = writeln!(out, "{}", bold(position));
+    if let Some(asked) = prompt.and_then(last_message) {
+        let _ = writeln!(out, "  asked:      {asked}");
+    }
     if let Some(target) = &info.target {
         let _ = writeln!(out, "  target:     {target}");
     }
@@ -371,6 +377,20 @@ fn show<W: Write>(
             }
         }
     }
+}
+
+/// The last message's content on one line (JSON-escaped, shortened): what the reply answers.
+fn last_message(prompt: &Prompt) -> Option<String> {
+    let content = prompt.messages.last()?.get("content")?;
+    let text = match content {
+        serde_json::Value::String(s) => serde_json::Value::String(s.clone()).to_string(),
+        other => other.to_string(),
+    };
+    Some(if text.chars().count() > 100 {
+        format!("{}…", text.chars().take(99).collect::<String>())
+    } else {
+        text
+    })
 }
 
 fn ask<R: BufRead, W: Write>(input: &mut R, out: &mut W) -> Result<Choice> {
@@ -464,6 +484,7 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("target:     candle:model"), "{out}");
+        assert!(out.contains("asked:      \"B?\""), "{out}");
         assert_eq!(s.store.accepted("a").unwrap().unwrap().body.text, "new a");
         assert_eq!(
             s.store.accepted("b").unwrap().unwrap().body.text,
