@@ -543,7 +543,7 @@ fn margin(
                 .iter()
                 .map(|(_, l)| *l)
                 .fold(f32::INFINITY, f32::min);
-            floor.is_finite().then(|| Margin {
+            floor.is_finite().then_some(Margin {
                 nats: own.logprob - floor,
                 at_least: true,
             })

@@ -119,7 +119,8 @@ impl SnapshotBody {
         };
         let _ = writeln!(out, "finish_reason: {finish}");
         if let Some(ids) = &self.token_ids {
-            let _ = writeln!(out, "token_ids: {}", Value::from(ids.clone()));
+            let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+            let _ = writeln!(out, "token_ids: [{}]", ids.join(", "));
         }
         out
     }
@@ -710,5 +711,38 @@ mod tests {
             .replacen("expression:", "assertion_line: 12\nexpression:", 1);
         let parsed = SnapshotFile::parse(&with_line, Path::new("x")).unwrap();
         assert_eq!(parsed.header.assertion_line, Some(12));
+    }
+
+    #[test]
+    fn the_whole_file_looks_like_the_module_doc() {
+        let mut f = file("The capital of France is Paris.\n\nAnything else?  ");
+        f.header.info.comparator = Comparator::Exact;
+        let expected = r#"---
+source: suites/example.toml
+expression: greeting
+info:
+  suite: example
+  prompt: greeting
+  target: "http://127.0.0.1:8000"
+  model: tiny-chat
+  settings:
+    temperature: 0.0
+    seed: 1
+    max_tokens: 32
+    stop:
+      - "\n\n"
+  comparator: exact
+---
+text:
+  "The capital of France is Paris.\n"
+  "\n"
+  "Anything else?  "
+finish_reason: "stop"
+token_ids: [5, 6, 7]
+logprobs:
+  "Hi" -0.012 [" Hello", -4.568]
+  "\n" null
+"#;
+        assert_eq!(f.render(), expected);
     }
 }

@@ -82,13 +82,12 @@ fn check_keyword(key: &str, value: &Value, at: &str) -> Result<(), String> {
             }
         }
         "items" | "additionalProperties" => check_at(value, at)?,
-        "required" => {
+        "required"
             if !value
                 .as_array()
-                .is_some_and(|a| a.iter().all(Value::is_string))
-            {
-                return Err(format!("{at}: must be a list of property names"));
-            }
+                .is_some_and(|a| a.iter().all(Value::is_string)) =>
+        {
+            return Err(format!("{at}: must be a list of property names"));
         }
         "enum" if !value.is_array() => return Err(format!("{at}: must be a list")),
         "minimum" | "maximum" if !value.is_number() => {

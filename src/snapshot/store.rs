@@ -120,7 +120,7 @@ impl Store {
         self.ids_with_suffix(ACCEPTED)
     }
 
-    /// Accepted and pending snapshots of prompts not in `known_ids`, sorted by path.
+    /// Accepted and pending snapshots of prompts not in `known_ids`, sorted by id (accepted first).
     pub fn orphans(&self, known_ids: &[String]) -> Result<Vec<Orphan>> {
         let mut out = Vec::new();
         for (pending, suffix) in [(false, ACCEPTED), (true, PENDING)] {
@@ -131,7 +131,7 @@ impl Store {
                 }
             }
         }
-        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out.sort_by(|a, b| (&a.id, a.pending).cmp(&(&b.id, b.pending)));
         Ok(out)
     }
 
