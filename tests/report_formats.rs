@@ -602,6 +602,8 @@ fn html_of_a_passing_run() {
     assert!(page.contains("<header class=\"verdict pass\">"));
     assert!(page.contains("No boundary is broken."));
     assert!(page.contains("<span class=\"link idle\">client</span>"));
+    // No replay finding, but the replayed prompt passed: the link is green.
+    assert!(page.contains("<span class=\"link ok\">replay</span>"));
     assert_eq!(page.matches("<svg").count(), 1);
 }
 

@@ -37,7 +37,7 @@ pub fn render(report: &GateReport) -> String {
     out.push_str(&format!("<title>{}</title>\n", esc(&title)));
     out.push_str(&format!("<style>{CSS}</style>\n</head>\n<body>\n<main>\n"));
     header(&mut out, report, word);
-    chain_strip(&mut out, &report.findings);
+    chain_strip(&mut out, report);
     boundary_table(&mut out, &report.findings);
     problems(&mut out, &report.findings, Severity::Error, "Errors");
     problems(&mut out, &report.findings, Severity::Warning, "Warnings");
@@ -114,15 +114,25 @@ fn first_broken(out: &mut String, report: &GateReport, f: &Finding) {
 }
 
 /// The chain as a strip of links, coloured by their worst finding; the first broken one is
-/// outlined. Boundaries that did not run are grey.
-fn chain_strip(out: &mut String, findings: &Findings) {
+/// outlined. Boundaries that did not run are grey; replayed prompts count for the replay link.
+fn chain_strip(out: &mut String, report: &GateReport) {
+    let findings = &report.findings;
     let first = findings.first_broken().map(|f| f.boundary);
     out.push_str("<nav class=\"chain\" aria-label=\"serving chain\">\n");
     for (i, b) in BOUNDARIES.iter().enumerate() {
         if i > 0 {
             out.push_str("<span class=\"arrow\">→</span>");
         }
-        let [pass, info, warn, err] = severity_counts(findings, *b);
+        let [mut pass, info, mut warn, mut err] = severity_counts(findings, *b);
+        if *b == Boundary::Replay {
+            for p in &report.prompts {
+                match p.status {
+                    PromptStatus::Pass => pass += 1,
+                    PromptStatus::New => warn += 1,
+                    PromptStatus::Changed | PromptStatus::Error => err += 1,
+                }
+            }
+        }
         let state = if err > 0 {
             "error"
         } else if warn > 0 {
@@ -617,8 +627,8 @@ pre.diff { background:var(--panel); border:1px solid var(--border); border-radiu
 .diff .add { color:var(--ok); background:var(--ok-bg); display:block; } .diff .del { color:var(--err); background:var(--err-bg); display:block; }
 .diff .hunk { color:var(--run); display:block; } .diff .file { color:var(--muted); display:block; } .diff .ctx { display:block; }
 .note { color:var(--muted); font-style:italic; }
-.plots { display:flex; flex-wrap:wrap; gap:12px; } figure { margin:0; border:1px solid var(--border); border-radius:6px; padding:4px; }
-svg.cdf { max-width:100%; height:auto; font-family:inherit; }
+.plots { display:flex; flex-wrap:wrap; gap:12px; } figure { margin:0; border:1px solid var(--border); border-radius:6px; padding:4px; flex:1 1 440px; max-width:540px; }
+svg.cdf { width:100%; height:auto; font-family:inherit; }
 svg .grid { stroke:var(--border); stroke-width:1; } svg .axis { stroke:var(--muted); stroke-width:1; }
 svg .tick, svg .legend, svg .label { fill:var(--muted); font-size:11px; } svg .title { fill:var(--fg); font-size:13px; font-weight:600; }
 svg .run { fill:none; stroke:var(--run); stroke-width:2; } svg .base { fill:none; stroke:var(--base); stroke-width:2; stroke-dasharray:6 4; }
