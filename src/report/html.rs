@@ -24,6 +24,8 @@ const MAX_DIFF_BYTES: usize = 256 * 1024;
 /// Above this many samples a CDF is drawn through evenly spaced quantiles (the shape is the
 /// same; the file stays small).
 const MAX_PLOT_POINTS: usize = 1000;
+/// All diffs together stay below this, so a run where every reply changed still opens.
+const MAX_TOTAL_DIFF_BYTES: usize = 8 * 1024 * 1024;
 /// Diffs are expanded when there are at most this many.
 const OPEN_DIFFS: usize = 5;
 
@@ -246,15 +248,17 @@ fn replay(out: &mut String, prompts: &[PromptResult]) {
         .collect();
     // A few diffs are the story of the run: show them; many would bury the tables.
     let open = diffs.len() <= OPEN_DIFFS;
+    let mut room = MAX_TOTAL_DIFF_BYTES;
     for (id, diff) in diffs {
-        diff_block(out, id, diff, open);
+        room = room.saturating_sub(diff_block(out, id, diff, open, room));
     }
     out.push_str("</section>\n");
 }
 
 /// A collapsed diff, each line coloured by its unified-diff prefix.
-fn diff_block(out: &mut String, id: &str, diff: &str, open: bool) {
-    let cut = truncate_diff(diff, MAX_DIFF_LINES, MAX_DIFF_BYTES);
+/// Returns the bytes of diff text shown, out of the `room` left.
+fn diff_block(out: &mut String, id: &str, diff: &str, open: bool, room: usize) -> usize {
+    let cut = truncate_diff(diff, MAX_DIFF_LINES, MAX_DIFF_BYTES.min(room));
     let open = if open { " open" } else { "" };
     out.push_str(&format!(
         "<details{open}>\n<summary>diff of <code>{}</code> (accepted → new)</summary>\n<pre class=\"diff\">",
@@ -280,6 +284,7 @@ fn diff_block(out: &mut String, id: &str, diff: &str, open: bool) {
         out.push_str(&format!("<p class=\"note\">{}</p>\n", esc(&note)));
     }
     out.push_str("</details>\n");
+    cut.text.len()
 }
 
 fn latency(out: &mut String, rows: &[LatencyRow], totals: Option<&LatencyTotals>) {
