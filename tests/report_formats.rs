@@ -432,6 +432,32 @@ fn junit_replay_and_latency_cases() {
     assert!(totals.contains("SLO attainment: 92.5 %"), "{totals}");
 }
 
+#[test]
+fn junit_of_an_unreachable_target_is_not_green() {
+    let mut report = passing();
+    report.findings = Findings::default();
+    report.prompts.clear();
+    report.latency.clear();
+    report.latency_totals = None;
+    report.exit_code = 3;
+    let r = parse_junit(&junit::render(&report).expect("renders"));
+    assert_eq!(r.errors, 1, "a failed gate needs a failing case");
+    let case = &suite(&r, "chatgate.gate").test_cases[0];
+    match &case.status {
+        TestCaseStatus::NonSuccess { message, .. } => assert_eq!(
+            message.as_ref().map(|m| m.as_str()),
+            Some("the gate failed on: the target was unreachable")
+        ),
+        s => panic!("expected an error, got {s:?}"),
+    }
+    // And a failing run whose cases already fail gets no extra verdict case.
+    let r = parse_junit(&junit::render(&failing()).expect("renders"));
+    assert!(r
+        .test_suites
+        .iter()
+        .all(|s| s.name.as_str() != "chatgate.gate"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Markdown
 
@@ -546,6 +572,18 @@ fn markdown_stays_under_the_step_summary_limit() {
     assert!(md.trim_end().ends_with("</details>"));
 }
 
+#[test]
+fn html_keeps_huge_diffs_openable() {
+    let mut report = failing();
+    let huge: String = (0..5_000)
+        .map(|i| format!("-old line {i}\n+new line {i}\n"))
+        .collect();
+    report.prompts[0].diff = Some(huge);
+    let page = html::render(&report);
+    assert!(page.contains("diff truncated: showing 2000 of 10000 lines"));
+    assert_eq!(page.matches("<span class=\"del\">").count(), 1000);
+}
+
 // ---------------------------------------------------------------------------------------------
 // HTML
 
@@ -602,6 +640,8 @@ fn html_of_a_passing_run() {
     assert!(page.contains("<header class=\"verdict pass\">"));
     assert!(page.contains("No boundary is broken."));
     assert!(page.contains("<span class=\"link idle\">client</span>"));
+    // No replay finding, but the replayed prompt passed: the link is green.
+    assert!(page.contains("<span class=\"link ok\">replay</span>"));
     assert_eq!(page.matches("<svg").count(), 1);
 }
 

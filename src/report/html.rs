@@ -24,6 +24,8 @@ const MAX_DIFF_BYTES: usize = 256 * 1024;
 /// Above this many samples a CDF is drawn through evenly spaced quantiles (the shape is the
 /// same; the file stays small).
 const MAX_PLOT_POINTS: usize = 1000;
+/// All diffs together stay below this, so a run where every reply changed still opens.
+const MAX_TOTAL_DIFF_BYTES: usize = 8 * 1024 * 1024;
 /// Diffs are expanded when there are at most this many.
 const OPEN_DIFFS: usize = 5;
 
@@ -37,7 +39,7 @@ pub fn render(report: &GateReport) -> String {
     out.push_str(&format!("<title>{}</title>\n", esc(&title)));
     out.push_str(&format!("<style>{CSS}</style>\n</head>\n<body>\n<main>\n"));
     header(&mut out, report, word);
-    chain_strip(&mut out, &report.findings);
+    chain_strip(&mut out, report);
     boundary_table(&mut out, &report.findings);
     problems(&mut out, &report.findings, Severity::Error, "Errors");
     problems(&mut out, &report.findings, Severity::Warning, "Warnings");
@@ -114,15 +116,25 @@ fn first_broken(out: &mut String, report: &GateReport, f: &Finding) {
 }
 
 /// The chain as a strip of links, coloured by their worst finding; the first broken one is
-/// outlined. Boundaries that did not run are grey.
-fn chain_strip(out: &mut String, findings: &Findings) {
+/// outlined. Boundaries that did not run are grey; replayed prompts count for the replay link.
+fn chain_strip(out: &mut String, report: &GateReport) {
+    let findings = &report.findings;
     let first = findings.first_broken().map(|f| f.boundary);
     out.push_str("<nav class=\"chain\" aria-label=\"serving chain\">\n");
     for (i, b) in BOUNDARIES.iter().enumerate() {
         if i > 0 {
             out.push_str("<span class=\"arrow\">→</span>");
         }
-        let [pass, info, warn, err] = severity_counts(findings, *b);
+        let [mut pass, info, mut warn, mut err] = severity_counts(findings, *b);
+        if *b == Boundary::Replay {
+            for p in &report.prompts {
+                match p.status {
+                    PromptStatus::Pass => pass += 1,
+                    PromptStatus::New => warn += 1,
+                    PromptStatus::Changed | PromptStatus::Error => err += 1,
+                }
+            }
+        }
         let state = if err > 0 {
             "error"
         } else if warn > 0 {
@@ -236,15 +248,17 @@ fn replay(out: &mut String, prompts: &[PromptResult]) {
         .collect();
     // A few diffs are the story of the run: show them; many would bury the tables.
     let open = diffs.len() <= OPEN_DIFFS;
+    let mut room = MAX_TOTAL_DIFF_BYTES;
     for (id, diff) in diffs {
-        diff_block(out, id, diff, open);
+        room = room.saturating_sub(diff_block(out, id, diff, open, room));
     }
     out.push_str("</section>\n");
 }
 
 /// A collapsed diff, each line coloured by its unified-diff prefix.
-fn diff_block(out: &mut String, id: &str, diff: &str, open: bool) {
-    let cut = truncate_diff(diff, MAX_DIFF_LINES, MAX_DIFF_BYTES);
+/// Returns the bytes of diff text shown, out of the `room` left.
+fn diff_block(out: &mut String, id: &str, diff: &str, open: bool, room: usize) -> usize {
+    let cut = truncate_diff(diff, MAX_DIFF_LINES, MAX_DIFF_BYTES.min(room));
     let open = if open { " open" } else { "" };
     out.push_str(&format!(
         "<details{open}>\n<summary>diff of <code>{}</code> (accepted → new)</summary>\n<pre class=\"diff\">",
@@ -270,6 +284,7 @@ fn diff_block(out: &mut String, id: &str, diff: &str, open: bool) {
         out.push_str(&format!("<p class=\"note\">{}</p>\n", esc(&note)));
     }
     out.push_str("</details>\n");
+    cut.text.len()
 }
 
 fn latency(out: &mut String, rows: &[LatencyRow], totals: Option<&LatencyTotals>) {
@@ -617,8 +632,8 @@ pre.diff { background:var(--panel); border:1px solid var(--border); border-radiu
 .diff .add { color:var(--ok); background:var(--ok-bg); display:block; } .diff .del { color:var(--err); background:var(--err-bg); display:block; }
 .diff .hunk { color:var(--run); display:block; } .diff .file { color:var(--muted); display:block; } .diff .ctx { display:block; }
 .note { color:var(--muted); font-style:italic; }
-.plots { display:flex; flex-wrap:wrap; gap:12px; } figure { margin:0; border:1px solid var(--border); border-radius:6px; padding:4px; }
-svg.cdf { max-width:100%; height:auto; font-family:inherit; }
+.plots { display:flex; flex-wrap:wrap; gap:12px; } figure { margin:0; border:1px solid var(--border); border-radius:6px; padding:4px; flex:1 1 440px; max-width:540px; }
+svg.cdf { width:100%; height:auto; font-family:inherit; }
 svg .grid { stroke:var(--border); stroke-width:1; } svg .axis { stroke:var(--muted); stroke-width:1; }
 svg .tick, svg .legend, svg .label { fill:var(--muted); font-size:11px; } svg .title { fill:var(--fg); font-size:13px; font-weight:600; }
 svg .run { fill:none; stroke:var(--run); stroke-width:2; } svg .base { fill:none; stroke:var(--base); stroke-width:2; stroke-dasharray:6 4; }

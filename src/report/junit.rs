@@ -16,7 +16,9 @@ use crate::chain::{Boundary, Finding, Severity};
 use crate::error::{Error, Result};
 
 use super::gate::{GateReport, LatencyRow, PromptResult, PromptStatus};
-use super::markdown::{clip, fmt_ms, is_regression, totals_lines, verdict, MAX_VALUE_CHARS};
+use super::markdown::{
+    clip, failure_reasons, fmt_ms, is_regression, totals_lines, verdict, MAX_VALUE_CHARS,
+};
 
 /// Longest message suffix used to tell repeated checks apart (chars).
 const NAME_SUFFIX_CHARS: usize = 60;
@@ -37,10 +39,36 @@ pub fn render(report: &GateReport) -> Result<String> {
     if !report.latency.is_empty() || report.latency_totals.is_some() {
         junit.add_test_suite(latency_suite(report));
     }
+    if !report.passed() && junit.failures == 0 && junit.errors == 0 {
+        junit.add_test_suite(verdict_suite(report));
+    }
     junit.to_string().map_err(|e| {
         Error::input(format!("cannot write the JUnit report: {e}"))
             .hint("this is a chatgate bug; please report it with the output of `--format json`")
     })
+}
+
+/// A failed gate must never look green in a CI's test view: when no case carries the failure
+/// (an unreachable target, a failure outside the findings), one case states the verdict.
+fn verdict_suite(report: &GateReport) -> TestSuite {
+    let mut suite = new_suite("chatgate.gate", report);
+    let reasons = failure_reasons(report);
+    let message = if reasons.is_empty() {
+        format!("the gate failed with exit code {}", report.exit_code)
+    } else {
+        format!("the gate failed on: {}", reasons.join(", "))
+    };
+    let kind = if report.exit_code == 3 {
+        NonSuccessKind::Error
+    } else {
+        NonSuccessKind::Failure
+    };
+    let mut status = TestCaseStatus::non_success(kind);
+    status.set_message(message).set_type("gate.verdict");
+    let mut case = TestCase::new("gate.verdict", status);
+    case.set_classname("gate");
+    suite.add_test_case(case);
+    suite
 }
 
 fn secs(s: f64) -> Duration {
