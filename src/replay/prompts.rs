@@ -126,16 +126,18 @@ pub fn load(path: &Path, defaults: &ReplaySection) -> Result<Vec<Prompt>> {
         if settings.max_tokens == 0 {
             return Err(at("max_tokens must be at least 1".into()));
         }
+        let compare = row
+            .compare
+            .or_else(|| defaults.comparator.clone())
+            .unwrap_or_default();
+        compare.validate(&row.id).map_err(|e| e.file(path))?;
         out.push(Prompt {
             id: row.id,
             messages,
             tools: row.tools,
             tags: row.tags,
             settings,
-            compare: row
-                .compare
-                .or_else(|| defaults.comparator.clone())
-                .unwrap_or_default(),
+            compare,
         });
     }
     if out.is_empty() {
