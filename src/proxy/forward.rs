@@ -18,9 +18,9 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::hostile::{frame_event, split_reads, HostileSse};
 use super::record::{body_value, payload_value, redacted_headers, Exchange, ExchangeTimings};
-use super::sse::{SseEvent, SseParser};
 use super::ProxyState;
 use crate::serve::ApiError;
+use crate::target::sse::{SseEvent, SseParser};
 
 /// The largest request body forwarded (the request is read whole so it can be recorded).
 const MAX_REQUEST_BYTES: usize = 32 << 20;
@@ -260,7 +260,10 @@ impl Pump {
                 }
             };
             let events = if self.sse {
-                parser.push(&chunk)
+                // Comments (`: keep-alive`) are neither recorded nor re-framed.
+                let mut events = parser.push(&chunk);
+                events.retain(|e| matches!(e, SseEvent::Message { .. }));
+                events
             } else {
                 seen.keep(&chunk);
                 Vec::new()
@@ -269,7 +272,11 @@ impl Pump {
                 None => self.tx.send(Ok(chunk)).await.is_ok(),
                 Some(h) => self.send_hostile(&events, &mut seen, h).await,
             };
-            seen.payloads.extend(events.into_iter().map(|e| e.data));
+            seen.payloads
+                .extend(events.into_iter().filter_map(|e| match e {
+                    SseEvent::Message { data, .. } => Some(data),
+                    SseEvent::Comment(_) => None,
+                }));
             if !delivered {
                 error = Some(DISCONNECTED.to_string());
                 break;

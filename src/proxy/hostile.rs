@@ -7,7 +7,7 @@
 //! optional space, extra blank lines, and reads of a few bytes each that split multi-byte UTF-8
 //! characters (and CRLF pairs). Multi-line `data:` is only used where the payload itself holds
 //! a `\n`, because splitting a line would change the payload.
-use super::sse::SseEvent;
+use crate::target::sse::SseEvent;
 
 /// How hostile the framing is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,9 +27,21 @@ fn eol(k: usize) -> &'static str {
     ["\n", "\r\n", "\r"][k % 3]
 }
 
+/// The `(event, id, data)` of a dispatched message; `None` for a comment, which is not re-framed.
+fn fields(ev: &SseEvent) -> Option<(Option<&str>, Option<&str>, &str)> {
+    match ev {
+        SseEvent::Message { event, data, id } => Some((event.as_deref(), id.as_deref(), data)),
+        SseEvent::Comment(_) => None,
+    }
+}
+
 /// The `k`-th event (0-based) of a stream, framed hostilely. Every framing choice rotates with
-/// `k`, so any stream of a few events exercises all of them.
+/// `k`, so any stream of a few events exercises all of them. A comment frames to nothing (the
+/// framing adds its own).
 pub fn frame_event(ev: &SseEvent, k: usize) -> Vec<u8> {
+    let Some((event, id, data)) = fields(ev) else {
+        return Vec::new();
+    };
     let nl = eol(k);
     let mut out = String::new();
     out.push_str(": keep-alive");
@@ -38,15 +50,15 @@ pub fn frame_event(ev: &SseEvent, k: usize) -> Vec<u8> {
         out.push_str(": chatgate hostile-sse");
         out.push_str(nl);
     }
-    if let Some(event) = &ev.event {
+    if let Some(event) = event {
         out.push_str(&format!("event: {event}{nl}"));
     }
-    match &ev.id {
+    match id {
         Some(id) => out.push_str(&format!("id: {id}{nl}")),
         None if k % 2 == 0 => out.push_str(&format!("id: {k}{nl}")),
         None => {}
     }
-    for (j, line) in ev.data.split('\n').enumerate() {
+    for (j, line) in data.split('\n').enumerate() {
         // Without the space only when that cannot change the value: the spec strips one
         // leading space, so a payload line that starts with a space keeps the `data: ` form.
         let bare = (k + j) % 2 == 1 && !line.starts_with(' ');
@@ -108,14 +120,71 @@ pub fn split_reads(bytes: &[u8], chunk: usize) -> Vec<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sse::SseParser;
     use super::*;
+    use crate::target::sse::SseParser;
 
     fn ev(data: &str) -> SseEvent {
-        SseEvent {
+        SseEvent::Message {
+            event: None,
             data: data.into(),
-            ..SseEvent::default()
+            id: None,
         }
+    }
+
+    /// The data payloads of the messages (comments skipped, as the proxy skips them).
+    fn datas(evs: &[SseEvent]) -> Vec<&str> {
+        evs.iter().filter_map(fields).map(|(_, _, d)| d).collect()
+    }
+
+    fn parse_all(bytes: &[u8]) -> Vec<SseEvent> {
+        SseParser::new().push(bytes)
+    }
+
+    // What the proxy relies on from the shared reader (these were the old proxy parser's tests).
+
+    #[test]
+    fn line_endings_comments_and_optional_space() {
+        let s = b"\xEF\xBB\xBF: hi\r\ndata:{\"a\":1}\r\n\r\ndata: x\rdata:  y\r\r\n\n: c\nid: 7\nevent: e\ndata: z\n\n";
+        let evs = parse_all(s);
+        assert_eq!(datas(&evs), vec!["{\"a\":1}", "x\n y", "z"]);
+        let (event, id, _) = evs.iter().filter_map(fields).nth(2).unwrap();
+        assert_eq!(id, Some("7"));
+        assert_eq!(event, Some("e"));
+    }
+
+    #[test]
+    fn byte_by_byte_equals_whole() {
+        let s = "data: héllo 日本\r\n\r\n: keep-alive\rdata: [DONE]\r\r".as_bytes();
+        let mut p = SseParser::new();
+        let mut evs = Vec::new();
+        for b in s {
+            evs.extend(p.push(std::slice::from_ref(b)));
+        }
+        assert_eq!(evs, parse_all(s));
+        assert_eq!(datas(&evs), vec!["héllo 日本", "[DONE]"]);
+    }
+
+    #[test]
+    fn blank_blocks_and_unterminated_tail_dispatch_nothing() {
+        let mut p = SseParser::new();
+        let evs = p.push(b"\n\nid: 1\n\n: only a comment\n\ndata: tail");
+        assert!(datas(&evs).is_empty());
+        assert!(p.finish().is_empty());
+        assert!(p.incomplete().is_some_and(|i| i.partial_line));
+    }
+
+    /// The shared reader reports the last event id (as a client's `lastEventId`), not the
+    /// block's own `id:` line, so an upstream id is re-framed on every later event too.
+    #[test]
+    fn an_upstream_id_carries_to_later_events() {
+        let evs = parse_all(b"id: 7\ndata: a\n\ndata: b\n\n");
+        let framed = String::from_utf8(frame_event(&evs[1], 2)).unwrap();
+        assert!(framed.contains("id: 7\r"), "{framed:?}");
+    }
+
+    #[test]
+    fn a_comment_frames_to_nothing() {
+        assert!(frame_event(&SseEvent::Comment(" keep-alive".into()), 0).is_empty());
     }
 
     #[test]
@@ -136,9 +205,7 @@ mod tests {
                     got.extend(p.push(&read));
                 }
             }
-            let datas: Vec<_> = got.iter().map(|e| e.data.clone()).collect();
-            let want: Vec<_> = events.iter().map(|e| e.data.clone()).collect();
-            assert_eq!(datas, want, "chunk {chunk}");
+            assert_eq!(datas(&got), datas(&events), "chunk {chunk}");
         }
     }
 

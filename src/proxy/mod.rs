@@ -8,11 +8,11 @@
 //! spec-correct.
 //!
 //! Layout: `forward` (the one axum handler and the body pump), `record` (the JSONL recording
-//! and its reader), `sse` (a spec-correct incremental SSE parser), `hostile` (the re-framing).
+//! and its reader), `hostile` (the re-framing). Upstream SSE is read with the project's own
+//! spec-correct reader, `crate::target::sse`.
 pub mod forward;
 pub mod hostile;
 pub mod record;
-pub mod sse;
 
 use std::future::Future;
 use std::net::SocketAddr;
