@@ -118,7 +118,10 @@ fn compare_one(
         store.remove_stale_pending(&prompt.id)?;
         return Ok(result(PromptStatus::Pass, cmp.detail, None));
     }
-    let diff = snapshot::diff_text(&accepted.body.render_reviewable(), &new.body.render_reviewable());
+    let diff = snapshot::diff_text(
+        &accepted.body.render_reviewable(),
+        &new.body.render_reviewable(),
+    );
     if update {
         accept_now(store, &prompt.id, &new)?;
         return Ok(result(

@@ -105,7 +105,7 @@ fn sampling(obs: &Observed) -> Finding {
         .find(|r| replies.first().is_some_and(|a| a.text != r.text))
     {
         return Finding::new(Gen, ID, Severity::Error, "temperature 0 is not honoured: another seed gives another reply, so the server samples (it applies its own sampling defaults over the request)")
-            .with("probe", super::show(&super::SAMPLING_PROMPT.to_string()))
+            .with("probe", super::show(&obs.sampling_prompt))
             .with("seed A", super::show(&replies[0].text))
             .with("seed B", super::show(&other.text));
     }

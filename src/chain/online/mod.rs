@@ -142,6 +142,7 @@ pub struct Observed {
     pub raw_reply: Option<std::result::Result<Value, CallError>>,
     /// The open-ended sampling probe at temperature 0: seed A twice, then seeds B and C.
     pub sampling: Vec<std::result::Result<Record, CallError>>,
+    pub sampling_prompt: String,
 }
 
 /// What the online pass found, plus each probe's determinism class (the replay uses it).
@@ -229,7 +230,8 @@ impl Online<'_> {
             Some(p) => Some(self.raw_reply(p).await),
             None => None,
         };
-        let sampling = self.sampling_probe().await;
+        let sampling_prompt = self.sampling_prompt();
+        let sampling = self.sampling_probe(&sampling_prompt).await;
         Ok(Observed {
             models,
             health_status,
@@ -237,6 +239,7 @@ impl Online<'_> {
             runs,
             raw_reply,
             sampling,
+            sampling_prompt,
         })
     }
 
@@ -278,12 +281,10 @@ impl Online<'_> {
     /// Greedy decoding gives one reply whatever the seed; a server that samples anyway (it
     /// applies its own temperature over the request's) gives replies that follow the seed — and
     /// an open-ended prompt, unlike a trained answer, has many likely continuations to show it.
-    async fn sampling_probe(&self) -> Vec<std::result::Result<Record, CallError>> {
+    async fn sampling_probe(&self, prompt: &str) -> Vec<std::result::Result<Record, CallError>> {
         let probe = Probe {
             id: "sampling-probe".into(),
-            messages: vec![
-                json!({"role": "user", "content": self.ctx.suite.file.server.sampling_prompt.clone().unwrap_or_else(|| SAMPLING_PROMPT.to_string())}),
-            ],
+            messages: vec![json!({"role": "user", "content": prompt})],
             tools: None,
         };
         let seed = self.settings.seed;
@@ -294,6 +295,16 @@ impl Online<'_> {
             out.push(self.http.chat(&req).await);
         }
         out
+    }
+
+    fn sampling_prompt(&self) -> String {
+        self.ctx
+            .suite
+            .file
+            .server
+            .sampling_prompt
+            .clone()
+            .unwrap_or_else(|| SAMPLING_PROMPT.to_string())
     }
 
     fn local_ids(&self, probe: &Probe) -> Option<Vec<u32>> {

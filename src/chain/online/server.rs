@@ -645,7 +645,7 @@ async fn bad_requests(online: &Online<'_>) -> Finding {
             }
             Err(e) => quirks.push(format!("{what}: {e}")),
             Ok(resp) if (400..500).contains(&resp.status) => {
-                if !resp.json.as_ref().is_some_and(|j| j.get("error").is_some()) {
+                if resp.json.as_ref().is_none_or(|j| j.get("error").is_none()) {
                     quirks.push(format!(
                         "{what}: {} without an OpenAI error body",
                         resp.status
