@@ -113,6 +113,13 @@ pub struct ReplaySection {
     /// Ask for this many top logprobs per token (default 2), so a token diff can tell numeric
     /// drift from a behaviour change.
     pub top_logprobs: Option<u8>,
+    /// Replay only prompts with one of these tags (default: all).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Leave out prompts with one of these tags (e.g. `["sampled"]` on a server whose sampler
+    /// differs from the reference's).
+    #[serde(default)]
+    pub exclude_tags: Vec<String>,
 }
 
 /// Latency: closed-loop smoke measurement, compared with a stored baseline.
@@ -139,6 +146,9 @@ pub struct LatencySection {
     pub slo: Option<MetricMs>,
     /// Fail the gate when less than this fraction of requests meets the SLOs (0..1).
     pub min_slo_attainment: Option<f64>,
+    /// The baseline's name under `<snapshots>/latency/` (default: the target kind, `candle` or
+    /// `http`): servers of different kinds keep different baselines.
+    pub baseline: Option<String>,
 }
 
 /// Milliseconds per metric.

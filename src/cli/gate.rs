@@ -71,7 +71,7 @@ fn write_reports(a: &GateArgs, r: &GateReport) -> Result<()> {
 
 /// Reports are outputs, not accepted state, but a half-written file still confuses CI: write
 /// through a temporary file beside the target.
-fn write(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write(path: &Path, text: &str) -> Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())

@@ -1,5 +1,6 @@
 //! The command line: one file per subcommand; this file holds the clap definitions and maps
 //! outcomes to the exit-code contract (0 pass, 1 regression, 2 bad input, 3 unreachable).
+pub mod bench;
 mod check;
 pub mod gate;
 mod inspect;
@@ -96,6 +97,22 @@ Exit 0 pass, 1 regression, 2 bad input, 3 target unreachable or timed out.",
   chatgate review suites/smoke.toml                                 then review what changed"
     )]
     Gate(gate::GateArgs),
+    /// Latency on its own: smoke (closed loop vs the baseline) or load (open loop, seeded arrivals).
+    #[command(
+        long_about = "Measure latency as METRICS.md defines it (TTFT, TTFC, TPOT, ITL, ICL, E2EL, NTPOT, \
+throughput, goodput; numpy-linear percentiles), with the client's own overhead reported.\n\n\
+--mode smoke: the suite's [replay] prompts, streamed, in a closed loop at [latency] concurrency, R repeats \
+after a warm-up, compared noise-aware with the baseline in snapshots/<suite>/latency/<target kind>.json \
+(--update records it). Exit 1 on a regression.\n\n\
+--mode load: an open loop — request i starts at its scheduled time whatever the earlier ones are doing \
+(constant, Poisson or gamma gaps at --rate, seeded, the schedule saved with --save). TTFT is also measured \
+from the scheduled time (ttft_sched), and the drift between scheduled and actual sends is reported, so a \
+client that falls behind cannot hide server latency. Exit 1 when requests fail or SLO attainment is below \
+[latency] min_slo_attainment.",
+        after_help = "Examples:\n  chatgate bench suites/smoke.toml --target http://127.0.0.1:8000\n  \
+chatgate bench suites/smoke.toml --target http://127.0.0.1:8000 --mode load --rate 20 --arrival gamma --shape 0.5 --save load.json"
+    )]
+    Bench(bench::BenchArgs),
     /// Review pending snapshots one by one: accept, reject or skip, with a coloured diff.
     Review(snapshots::ReviewArgs),
     /// Accept pending snapshots (.snap.new → .snap), all of a suite's or the named prompts'.
@@ -184,6 +201,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Lock(a) => check::run_lock(a),
         Command::Serve(a) => serve::run(a),
         Command::Gate(a) => gate::run(a),
+        Command::Bench(a) => bench::run(a),
         Command::Review(a) => snapshots::run_review(a),
         Command::Accept(a) => snapshots::run_accept(a),
         Command::Reject(a) => snapshots::run_reject(a),

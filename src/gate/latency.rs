@@ -63,7 +63,11 @@ pub async fn run(
     let summary = RunSummary::from(&outcomes, section.slo.as_ref(), count);
     let scenarios = scenarios(prompts, &outcomes, &count);
 
-    let path = Baseline::path(&suite.snapshot_dir, spec.label());
+    let label = section
+        .baseline
+        .clone()
+        .unwrap_or_else(|| spec.label().to_string());
+    let path = Baseline::path(&suite.snapshot_dir, &label);
     let baseline = Baseline::read(&path)?;
     let opts = |m: Metric| CompareOptions::for_metric(Some(section), m);
     let verdicts = baseline
@@ -252,6 +256,50 @@ fn slo(section: &LatencySection, summary: &RunSummary) -> Option<Finding> {
     } else {
         Finding::pass(Server, "server.slo", msg)
     })
+}
+
+/// An open-loop load run (`chatgate bench --mode load`): request i goes at its scheduled
+/// instant whatever the earlier ones are doing, cycling through the prompts, streamed.
+pub async fn load(
+    suite: &Suite,
+    target: &Target,
+    prompts: &[Prompt],
+    schedule: &crate::latency::Schedule,
+    warmup: usize,
+    max_in_flight: usize,
+    slo: Option<&crate::suite::MetricMs>,
+) -> (RunSummary, Vec<LatencyRow>) {
+    let outcomes = crate::latency::open_loop(schedule, warmup, max_in_flight, |i, _t: Instant| {
+        let target = target.clone();
+        let mut req = prompts[i % prompts.len()].request();
+        req.stream = true;
+        req.top_logprobs = None;
+        async move { target.chat(&req).await }
+    })
+    .await;
+    let tokenizer = tokenizer_for(suite);
+    let count = |text: &str| {
+        tokenizer
+            .as_ref()
+            .and_then(|t| t.encode(text, false).ok())
+            .map(|e| e.len())
+    };
+    let summary = RunSummary::from(&outcomes, slo, count);
+    let rows = [
+        Metric::Ttft,
+        Metric::TtftSched,
+        Metric::Ttfc,
+        Metric::Tpot,
+        Metric::Itl,
+        Metric::Icl,
+        Metric::E2el,
+        Metric::Ntpot,
+        Metric::Queue,
+    ]
+    .into_iter()
+    .filter_map(|m| latency_row(m, &all_samples(&outcomes, m, &count), None, None))
+    .collect();
+    (summary, rows)
 }
 
 /// Per prompt id, the gated metrics' samples of its measured requests.

@@ -40,7 +40,7 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
     let started = Instant::now();
     let suite = Suite::load(&opts.suite)?;
     let spec = spec::resolve(opts.target.as_deref(), &suite)?;
-    let prompts = load_prompts(&suite)?;
+    let (prompts, all_ids) = load_prompts(&suite)?;
     let ctx = {
         let suite = suite.clone();
         tokio::task::spawn_blocking(move || Context::load(suite))
@@ -139,10 +139,23 @@ fn unreachable_finding(e: &Error) -> Finding {
     f
 }
 
-fn load_prompts(suite: &Suite) -> Result<Option<Vec<Prompt>>> {
+/// The replayed prompts (after the tag filters), and every prompt id of the file: a snapshot of
+/// a prompt the filters leave out is not an orphan.
+fn load_prompts(suite: &Suite) -> Result<(Option<Vec<Prompt>>, Vec<String>)> {
     match (&suite.replay_prompts, &suite.file.replay) {
-        (Some(path), Some(section)) => Ok(Some(prompts::load(path, section)?)),
-        _ => Ok(None),
+        (Some(path), Some(section)) => {
+            let all = prompts::load(path, section)?;
+            let ids = all.iter().map(|p| p.id.clone()).collect();
+            let chosen = prompts::selected(all, section);
+            if chosen.is_empty() {
+                return Err(Error::in_file(
+                    &suite.path,
+                    "the [replay] tag filters leave no prompt to replay",
+                ));
+            }
+            Ok((Some(chosen), ids))
+        }
+        _ => Ok((None, Vec::new())),
     }
 }
 

@@ -29,6 +29,7 @@ pub async fn run(
     spec: &TargetSpec,
     target: &Target,
     prompts: &[Prompt],
+    all_ids: &[String],
     determinism: &BTreeMap<String, Determinism>,
     update: bool,
     progress: &Progress,
@@ -77,7 +78,7 @@ pub async fn run(
         out.prompts
             .push(compare_one(&store, prompt, file, class, update)?);
     }
-    out.findings = summarize(&out.prompts, &store, prompts)?;
+    out.findings = summarize(&out.prompts, &store, all_ids)?;
     Ok(out)
 }
 
@@ -142,7 +143,7 @@ fn accept_now(store: &Store, id: &str, file: &SnapshotFile) -> Result<()> {
     Ok(())
 }
 
-fn summarize(results: &[PromptResult], store: &Store, prompts: &[Prompt]) -> Result<Vec<Finding>> {
+fn summarize(results: &[PromptResult], store: &Store, known: &[String]) -> Result<Vec<Finding>> {
     let mut out = Vec::new();
     let bad: Vec<&PromptResult> = results
         .iter()
@@ -161,8 +162,7 @@ fn summarize(results: &[PromptResult], store: &Store, prompts: &[Prompt]) -> Res
         }
         out.push(f);
     }
-    let known: Vec<String> = prompts.iter().map(|p| p.id.clone()).collect();
-    let orphans = store.orphans(&known)?;
+    let orphans = store.orphans(known)?;
     if !orphans.is_empty() {
         out.push(
             Finding::new(

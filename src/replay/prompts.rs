@@ -75,6 +75,14 @@ impl Prompt {
 /// Default max_tokens of a replayed prompt.
 pub const DEFAULT_MAX_TOKENS: u32 = 48;
 
+/// The prompts a suite replays: `load`, then the `[replay]` tag filters.
+pub fn selected(all: Vec<Prompt>, defaults: &ReplaySection) -> Vec<Prompt> {
+    all.into_iter()
+        .filter(|p| defaults.tags.is_empty() || p.tags.iter().any(|t| defaults.tags.contains(t)))
+        .filter(|p| !p.tags.iter().any(|t| defaults.exclude_tags.contains(t)))
+        .collect()
+}
+
 /// Read and validate the prompt file (ids unique and usable as file names).
 pub fn load(path: &Path, defaults: &ReplaySection) -> Result<Vec<Prompt>> {
     let text = crate::error::read_to_string(path)?;

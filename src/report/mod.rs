@@ -137,28 +137,15 @@ pub fn gate_terminal(r: &GateReport, colour: bool) -> String {
         }
     }
     if !r.latency.is_empty() {
-        out.push_str(&format!(
-            "\n{}  (ms; p50/p90/p99 numpy-linear; baseline = stored median)\n",
-            p.on("1", "latency")
-        ));
-        out.push_str(&format!(
-            "  {:<6} {:>5} {:>9} {:>9} {:>9} {:>9}  {}\n",
-            "metric", "n", "p50", "p90", "p99", "base p50", "verdict"
-        ));
-        for l in &r.latency {
-            let base = l
-                .baseline_p50
-                .map(|b| format!("{b:.2}"))
-                .unwrap_or_else(|| "-".into());
-            let verdict = if l.verdict.starts_with("regression") {
-                p.on("1;31", &l.verdict)
+        out.push_str(&format!("\n{}", p.on("1", "latency")));
+        let table = latency_table(&r.latency);
+        for line in table.lines() {
+            let line = if line.contains("regression") {
+                p.on("1;31", line)
             } else {
-                l.verdict.clone()
+                line.to_string()
             };
-            out.push_str(&format!(
-                "  {:<6} {:>5} {:>9.2} {:>9.2} {:>9.2} {:>9}  {}\n",
-                l.metric, l.n, l.p50, l.p90, l.p99, base, verdict
-            ));
+            out.push_str(&format!("{line}\n"));
         }
         if let Some(t) = &r.latency_totals {
             out.push_str(&format!(
@@ -231,4 +218,25 @@ pub fn gate_json(r: &GateReport) -> Value {
         );
     }
     v
+}
+
+/// The latency rows as a fixed-width table (ms), with the percentile method in its title.
+pub fn latency_table(rows: &[LatencyRow]) -> String {
+    let mut out =
+        String::from("  (ms; p50/p90/p99 numpy-linear; base p50 = the baseline's median)\n");
+    out.push_str(&format!(
+        "  {:<10} {:>5} {:>9} {:>9} {:>9} {:>9}  {}\n",
+        "metric", "n", "p50", "p90", "p99", "base p50", "verdict"
+    ));
+    for l in rows {
+        let base = l
+            .baseline_p50
+            .map(|b| format!("{b:.2}"))
+            .unwrap_or_else(|| "-".into());
+        out.push_str(&format!(
+            "  {:<10} {:>5} {:>9.2} {:>9.2} {:>9.2} {:>9}  {}\n",
+            l.metric, l.n, l.p50, l.p90, l.p99, base, l.verdict
+        ));
+    }
+    out
 }

@@ -332,13 +332,23 @@ fn usage(online: &Online, obs: &Observed) -> Finding {
                     .with("probe", &run.probe.id);
             }
         }
-        // Only ids the server reported count here: re-encoded text would blame the server for
-        // tokenizer round trips.
-        let reported = main.token_ids.clone().or_else(|| {
-            main.logprobs
-                .as_ref()
-                .and_then(|l| l.iter().map(|x| x.id).collect())
-        });
+        // Only ids the server reported count here (re-encoded text would blame the server for
+        // tokenizer round trips) — or, when it reports none but replied exactly what the
+        // reference did, the reference's ids (the fingerprint checks that claim separately).
+        let reported = main
+            .token_ids
+            .clone()
+            .or_else(|| {
+                main.logprobs
+                    .as_ref()
+                    .and_then(|l| l.iter().map(|x| x.id).collect())
+            })
+            .or_else(|| {
+                run.reference
+                    .as_ref()
+                    .filter(|r| r.text == main.text && r.finish_reason == main.finish_reason)
+                    .and_then(|r| r.token_ids.clone())
+            });
         if let (Some(c), Some(ids)) = (u.completion_tokens, reported) {
             let n = ids.len() as u64;
             let stopped = main.finish_reason.as_deref() == Some("stop");

@@ -1,0 +1,195 @@
+//! `chatgate bench`: latency on its own. Smoke (closed loop, the gate's latency stage with its
+//! baseline) or load (open loop: constant, Poisson or gamma arrivals on a seeded schedule that
+//! is saved with the result).
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use serde_json::json;
+
+use super::Format;
+use crate::error::{Error, Result};
+use crate::gate::{latency, progress::Progress};
+use crate::latency::{Arrival, Schedule, PERCENTILE_METHOD};
+use crate::replay::prompts;
+use crate::report::{self, LatencyRow};
+use crate::suite::Suite;
+use crate::target::spec::{self, Target};
+
+#[derive(Clone, Copy, Debug, Default, ValueEnum, PartialEq, Eq)]
+pub enum Mode {
+    /// Closed loop at the suite's [latency] concurrency, compared with the stored baseline.
+    #[default]
+    Smoke,
+    /// Open loop: requests start on a seeded arrival schedule, whether or not earlier ones ended.
+    Load,
+}
+
+#[derive(Clone, Copy, Debug, Default, ValueEnum, PartialEq, Eq)]
+pub enum ArrivalKind {
+    /// Evenly spaced: 1/rate apart.
+    Constant,
+    /// Exponential gaps (a Poisson process).
+    #[default]
+    Poisson,
+    /// Gamma gaps with --shape k (k < 1 is burstier than Poisson, k = 1 is Poisson).
+    Gamma,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// The suite manifest: its [replay] prompts are the requests, its [latency] the settings.
+    pub suite: PathBuf,
+    /// `candle:DIR` or a server's base URL (default: the suite's [target]).
+    #[arg(long, value_name = "URL|candle:DIR")]
+    pub target: Option<String>,
+    #[arg(long, value_enum, default_value_t)]
+    pub mode: Mode,
+    /// load: requests per second (λ).
+    #[arg(long, default_value_t = 10.0)]
+    pub rate: f64,
+    /// load: how many measured requests.
+    #[arg(long, default_value_t = 100)]
+    pub requests: usize,
+    /// load: inter-arrival distribution.
+    #[arg(long, value_enum, default_value_t)]
+    pub arrival: ArrivalKind,
+    /// load: the gamma shape k.
+    #[arg(long, default_value_t = 1.0)]
+    pub shape: f64,
+    /// load: the schedule's seed (the same seed gives the same schedule).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// load: unmeasured requests first.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// load: cap on requests in flight (0: none). A capped request's lateness is measured.
+    #[arg(long, default_value_t = 0)]
+    pub max_in_flight: usize,
+    /// Save the result (and the load schedule) as JSON here.
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
+    /// smoke: record this run as the baseline (the explicit accept).
+    #[arg(long)]
+    pub update: bool,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+pub fn run(a: BenchArgs) -> Result<i32> {
+    super::runtime()?.block_on(bench(a))
+}
+
+async fn bench(a: BenchArgs) -> Result<i32> {
+    let suite = Suite::load(&a.suite)?;
+    let (Some(path), Some(replay)) = (&suite.replay_prompts, &suite.file.replay) else {
+        return Err(Error::in_file(
+            &suite.path,
+            "chatgate bench sends the suite's [replay] prompts, and the suite has none",
+        )
+        .hint("add [replay] prompts = \"prompts.jsonl\""));
+    };
+    let prompts = prompts::selected(prompts::load(path, replay)?, replay);
+    let spec = spec::resolve(a.target.as_deref(), &suite)?;
+    let target = {
+        let (spec, suite) = (spec.clone(), suite.clone());
+        tokio::task::spawn_blocking(move || Target::open(&spec, &suite))
+            .await
+            .map_err(|e| Error::input(format!("loading the target failed: {e}")))??
+    };
+    let section = suite.file.latency.clone().unwrap_or_default();
+    match a.mode {
+        Mode::Smoke => {
+            let progress = Progress::new(a.format == Format::Text);
+            let m = latency::run(
+                &suite, &spec, &target, &prompts, &section, a.update, &progress,
+            )
+            .await?;
+            progress.finish();
+            let failed = m
+                .findings
+                .iter()
+                .any(|f| f.severity == crate::chain::Severity::Error);
+            let doc = json!({"mode": "smoke", "target": spec.display(), "findings": m.findings, "totals": m.totals, "latency": m.rows, "percentiles": PERCENTILE_METHOD, "definitions": crate::latency::definitions()});
+            emit(
+                &a,
+                &doc,
+                &m.rows,
+                &format!(
+                    "{} requests, {} errors, {:.2} s, {:.1} output tok/s",
+                    m.totals.requests,
+                    m.totals.errors,
+                    m.totals.duration_s,
+                    m.totals.output_throughput
+                ),
+            )?;
+            for f in m
+                .findings
+                .iter()
+                .filter(|f| f.severity >= crate::chain::Severity::Warning)
+            {
+                eprintln!(
+                    "{} {}: {}",
+                    f.check,
+                    format!("{:?}", f.severity).to_lowercase(),
+                    f.message
+                );
+            }
+            Ok(i32::from(failed))
+        }
+        Mode::Load => {
+            let arrival = match a.arrival {
+                ArrivalKind::Constant => Arrival::Constant,
+                ArrivalKind::Poisson => Arrival::Poisson,
+                ArrivalKind::Gamma => Arrival::Gamma { shape: a.shape },
+            };
+            let schedule = Schedule::generate(a.requests, a.rate, arrival, a.seed)?;
+            let (summary, rows) = latency::load(
+                &suite,
+                &target,
+                &prompts,
+                &schedule,
+                a.warmup,
+                a.max_in_flight,
+                section.slo.as_ref(),
+            )
+            .await;
+            let doc = json!({"mode": "load", "target": spec.display(), "schedule": schedule, "summary": summary, "latency": rows, "percentiles": PERCENTILE_METHOD, "definitions": crate::latency::definitions()});
+            let achieved = if summary.duration_s > 0.0 {
+                summary.requests as f64 / summary.duration_s
+            } else {
+                0.0
+            };
+            let mut line = format!(
+                "{} requests at {:.1}/s requested, {:.1}/s achieved; {} errors; {:.1} output tok/s",
+                summary.requests, a.rate, achieved, summary.errors, summary.throughput
+            );
+            if let Some(d) = &summary.drift {
+                line.push_str(&format!(
+                    "; send − scheduled p50 {:.2} ms, p99 {:.2} ms",
+                    d.p50, d.p99
+                ));
+            }
+            if let Some(w) = &summary.drift_warning {
+                line.push_str(&format!("\nwarning: {w}"));
+            }
+            emit(&a, &doc, &rows, &line)?;
+            let below_slo = matches!((section.min_slo_attainment, summary.slo_attainment), (Some(min), Some(have)) if have + 1e-9 < min);
+            Ok(i32::from(summary.errors > 0 || below_slo))
+        }
+    }
+}
+
+fn emit(a: &BenchArgs, doc: &serde_json::Value, rows: &[LatencyRow], line: &str) -> Result<()> {
+    let text = serde_json::to_string_pretty(doc).unwrap_or_default();
+    if let Some(p) = &a.save {
+        super::gate::write(p, &text)?;
+    }
+    match a.format {
+        Format::Json => println!("{text}"),
+        Format::Text => {
+            println!("{}", report::latency_table(rows));
+            println!("{line}");
+        }
+    }
+    Ok(())
+}
