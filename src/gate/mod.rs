@@ -82,6 +82,7 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
             &spec,
             &target,
             prompts,
+            &all_ids,
             &determinism,
             opts.update,
             &progress,
