@@ -155,7 +155,7 @@ pub async fn run(
         };
         findings.push(f.with("baseline", path.display()));
     }
-    findings.extend(baseline_status(&path, baseline.as_ref(), spec, update));
+    findings.extend(baseline_status(&path, baseline.as_ref(), spec, &label, update));
     findings.extend(slo(section, &summary));
     if summary.errors > 0 {
         findings.push(Finding::new(
@@ -201,6 +201,7 @@ fn baseline_status(
     path: &std::path::Path,
     baseline: Option<&Baseline>,
     spec: &TargetSpec,
+    label: &str,
     update: bool,
 ) -> Option<Finding> {
     match (baseline, update) {
@@ -218,10 +219,7 @@ fn baseline_status(
                 Server,
                 "server.latency-baseline",
                 Severity::Info,
-                format!(
-                    "no latency baseline for {} targets yet: nothing to compare with",
-                    spec.label()
-                ),
+                format!("no latency baseline {label:?} yet: nothing to compare with"),
             )
             .with(
                 "hint",
