@@ -155,7 +155,13 @@ pub async fn run(
         };
         findings.push(f.with("baseline", path.display()));
     }
-    findings.extend(baseline_status(&path, baseline.as_ref(), spec, &label, update));
+    findings.extend(baseline_status(
+        &path,
+        baseline.as_ref(),
+        spec,
+        &label,
+        update,
+    ));
     findings.extend(slo(section, &summary));
     if summary.errors > 0 {
         findings.push(Finding::new(

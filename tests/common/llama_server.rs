@@ -29,7 +29,10 @@ pub fn python() -> Option<PathBuf> {
         "llama-cpp-python is not importable with {} — .ci/run installs it",
         p.display()
     );
-    eprintln!("llama-cpp-python is not installed ({}): skipping; see scripts/llama-cpp-python.sh", p.display());
+    eprintln!(
+        "llama-cpp-python is not installed ({}): skipping; see scripts/llama-cpp-python.sh",
+        p.display()
+    );
     None
 }
 
@@ -59,8 +62,24 @@ impl LlamaServer {
         let child = Command::new(python)
             .args(["-m", "llama_cpp.server", "--model"])
             .arg(model)
-            .args(["--model_alias", alias, "--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--n_ctx", "2048", "--seed", "42", "--n_threads", "1", "--n_threads_batch", "1"])
+            .args([
+                "--model_alias",
+                alias,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+            ])
+            .args([
+                "--n_ctx",
+                "2048",
+                "--seed",
+                "42",
+                "--n_threads",
+                "1",
+                "--n_threads_batch",
+                "1",
+            ])
             .args(["--interrupt_requests", "False"])
             .args(extra)
             .stdin(Stdio::null())
@@ -82,14 +101,20 @@ impl LlamaServer {
         let addr = self.url.trim_start_matches("http://").to_string();
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("llama-cpp-python exited ({status}) before it was ready:\n{}", self.log_text());
+                panic!(
+                    "llama-cpp-python exited ({status}) before it was ready:\n{}",
+                    self.log_text()
+                );
             }
             if models_answers(&addr) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        panic!("llama-cpp-python was not ready within 60 s:\n{}", self.log_text());
+        panic!(
+            "llama-cpp-python was not ready within 60 s:\n{}",
+            self.log_text()
+        );
     }
 
     pub fn log_text(&self) -> String {
@@ -108,7 +133,11 @@ fn models_answers(addr: &str) -> bool {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(format!("GET /v1/models HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).is_err() {
+    if s.write_all(
+        format!("GET /v1/models HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .is_err()
+    {
         return false;
     }
     let mut buf = String::new();
@@ -121,7 +150,11 @@ impl Drop for LlamaServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
         if std::thread::panicking() {
-            eprintln!("--- llama-cpp-python log ({}) ---\n{}", self.log.display(), self.log_text());
+            eprintln!(
+                "--- llama-cpp-python log ({}) ---\n{}",
+                self.log.display(),
+                self.log_text()
+            );
         }
     }
 }
