@@ -159,9 +159,17 @@ async fn bench(a: BenchArgs) -> Result<i32> {
             } else {
                 0.0
             };
+            // A seeded random schedule's own mean rate differs from λ by chance: print both, so
+            // the generator is judged against what it was asked to send.
+            let span = schedule.span().as_secs_f64();
+            let scheduled = if span > 0.0 {
+                (schedule.len().saturating_sub(1)) as f64 / span
+            } else {
+                a.rate
+            };
             let mut line = format!(
-                "{} requests at {:.1}/s requested, {:.1}/s achieved; {} errors; {:.1} output tok/s",
-                summary.requests, a.rate, achieved, summary.errors, summary.throughput
+                "{} requests at {:.1}/s requested ({:.1}/s in this seed's schedule), {:.1}/s achieved; {} errors; {:.1} output tok/s",
+                summary.requests, a.rate, scheduled, achieved, summary.errors, summary.throughput
             );
             if let Some(d) = &summary.drift {
                 line.push_str(&format!(
