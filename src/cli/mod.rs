@@ -184,6 +184,29 @@ pub struct LockArgs {
     pub update: bool,
 }
 
+/// Resolves on SIGINT or SIGTERM (the servers' graceful shutdown).
+pub(crate) async fn shutdown_signal(who: &str) {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    eprintln!("chatgate {who}: shutting down");
+}
+
 /// The async runtime of the networked commands.
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()

@@ -61,29 +61,6 @@ pub struct ProxyArgs {
     pub chunk_bytes: u32,
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
-    eprintln!("chatgate proxy: shutting down");
-}
-
 pub fn run(a: ProxyArgs) -> Result<i32> {
     let opts = ProxyOptions {
         upstream: a.upstream,
@@ -115,7 +92,7 @@ pub fn run(a: ProxyArgs) -> Result<i32> {
         let _ = writeln!(out, "listening on http://{local}");
         let _ = out.flush();
         drop(out);
-        proxy::serve(listener, state, shutdown_signal())
+        proxy::serve(listener, state, super::shutdown_signal("proxy"))
             .await
             .map_err(|e| Error::input(format!("the proxy failed: {e}")))?;
         Ok(0)

@@ -30,29 +30,6 @@ pub struct ServeArgs {
     pub fault_model: Option<PathBuf>,
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
-    eprintln!("chatgate serve: shutting down");
-}
-
 pub fn run(a: ServeArgs) -> Result<i32> {
     let opts = ServeOptions {
         model: a.model,
@@ -88,7 +65,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         let _ = writeln!(out, "listening on http://{local}");
         let _ = out.flush();
         drop(out);
-        serve::serve(listener, state, shutdown_signal())
+        serve::serve(listener, state, super::shutdown_signal("serve"))
             .await
             .map_err(|e| Error::input(format!("the server failed: {e}")))?;
         Ok(0)

@@ -116,43 +116,19 @@ pub async fn run(
     }
     for v in verdicts.iter().filter(|v| v.scenario.is_none()) {
         let id = check_id(v.metric);
-        let f = match v.verdict.status {
-            Status::Regression => Finding::new(
-                Server,
-                id,
-                Severity::Error,
-                format!(
-                    "{} regressed: {}",
-                    v.metric.name().to_uppercase(),
-                    v.verdict.reason
-                ),
-            ),
-            Status::Noise => Finding::new(
-                Server,
-                id,
-                Severity::Info,
-                format!(
-                    "{} is slower, within the measured noise: {}",
-                    v.metric.name().to_uppercase(),
-                    v.verdict.reason
-                ),
-            ),
-            Status::Ok => Finding::pass(
-                Server,
-                id,
-                format!(
-                    "{} within tolerance of the baseline: {}",
-                    v.metric.name().to_uppercase(),
-                    v.verdict.reason
-                ),
-            ),
-            Status::Insufficient => Finding::new(
-                Server,
-                id,
-                Severity::Info,
-                format!("{}: {}", v.metric.name().to_uppercase(), v.verdict.reason),
-            ),
+        let (severity, phrase) = match v.verdict.status {
+            Status::Regression => (Severity::Error, "regressed"),
+            Status::Noise => (Severity::Info, "is slower, within the measured noise"),
+            Status::Ok => (Severity::Pass, "is within tolerance of the baseline"),
+            Status::Insufficient => (Severity::Info, "cannot be judged"),
         };
+        let metric = v.metric.name().to_uppercase();
+        let f = Finding::new(
+            Server,
+            id,
+            severity,
+            format!("{metric} {phrase}: {}", v.verdict.reason),
+        );
         findings.push(f.with("baseline", path.display()));
     }
     findings.extend(baseline_status(

@@ -207,7 +207,7 @@ async fn online(
     };
     let server = &ctx.suite.file.server;
     let probes = probes(ctx, prompts.as_deref(), server.probes.unwrap_or(4));
-    progress.stage("online chain", probes.len() as u64);
+    progress.stage("online chain", 0);
     let online = Online {
         ctx,
         http,

@@ -21,8 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::mpsc;
 
 pub use hostile::HostileSse;
 pub use record::{read_recording, Exchange, ExchangeTimings, RecordedExchange, Recorder};
@@ -161,41 +160,14 @@ pub async fn bind(addr: &str) -> Result<(TcpListener, SocketAddr)> {
     Ok((listener, local))
 }
 
-/// A proxy running on a task of the current runtime (tests, embedding).
-pub struct RunningProxy {
-    pub addr: SocketAddr,
-    shutdown: Option<oneshot::Sender<()>>,
-    task: JoinHandle<std::io::Result<()>>,
-}
-
-impl RunningProxy {
-    /// `http://HOST:PORT`
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-    /// Graceful shutdown; waits for the server task.
-    pub async fn stop(mut self) -> std::io::Result<()> {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        match self.task.await {
-            Ok(r) => r,
-            Err(e) => Err(std::io::Error::other(e)),
-        }
-    }
-}
+/// A proxy running on a task of the current runtime (tests, embedding): `url()`, `stop()`.
+pub type RunningProxy = crate::serve::RunningServer;
 
 /// Bind `addr` (e.g. "127.0.0.1:0") and proxy to `opts.upstream` on a background task.
 pub async fn start(opts: &ProxyOptions, addr: &str) -> Result<RunningProxy> {
     let state = ProxyState::new(opts)?;
     let (listener, local) = bind(addr).await?;
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, state, async move {
-        let _ = rx.await;
-    }));
-    Ok(RunningProxy {
-        addr: local,
-        shutdown: Some(tx),
-        task,
-    })
+    Ok(RunningProxy::spawn(local, |shutdown| {
+        serve(listener, state, shutdown)
+    }))
 }

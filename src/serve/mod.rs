@@ -21,6 +21,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use futures_util::future::BoxFuture;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -210,6 +211,28 @@ impl RunningServer {
     }
 }
 
+impl RunningServer {
+    /// Run a server on a background task of the current runtime: `serve` gets the future that
+    /// resolves when `stop` is called (chatgate serve and chatgate proxy share this).
+    pub fn spawn<F>(
+        addr: SocketAddr,
+        serve: impl FnOnce(BoxFuture<'static, ()>) -> F,
+    ) -> RunningServer
+    where
+        F: Future<Output = std::io::Result<()>> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve(Box::pin(async move {
+            let _ = rx.await;
+        })));
+        RunningServer {
+            addr,
+            shutdown: Some(tx),
+            task,
+        }
+    }
+}
+
 /// Bind `addr` (e.g. "127.0.0.1:0") and serve `state` on a background task.
 pub async fn start(state: Arc<AppState>, addr: &str) -> Result<RunningServer> {
     let listener = TcpListener::bind(addr)
@@ -218,13 +241,7 @@ pub async fn start(state: Arc<AppState>, addr: &str) -> Result<RunningServer> {
     let local = listener
         .local_addr()
         .map_err(|e| Error::input(format!("cannot listen on {addr}: {e}")))?;
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, state, async move {
-        let _ = rx.await;
-    }));
-    Ok(RunningServer {
-        addr: local,
-        shutdown: Some(tx),
-        task,
-    })
+    Ok(RunningServer::spawn(local, |shutdown| {
+        serve(listener, state, shutdown)
+    }))
 }
