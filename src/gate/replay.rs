@@ -73,13 +73,24 @@ pub async fn run(
                 Some(&target_label),
                 Some(&identity),
             ),
-            body: SnapshotBody::from_record(&rec, SNAPSHOT_LOGPROB_TOKENS),
+            body: body_of(prompt, &rec),
         };
         out.prompts
             .push(compare_one(&store, prompt, file, class, update)?);
     }
     out.findings = summarize(&out.prompts, &store, all_ids)?;
     Ok(out)
+}
+
+/// The snapshot body of a reply. After a stop string cuts a reply, which generated ids a server
+/// still reports is its own choice (candle keeps the ids that formed the stop string, llama.cpp
+/// drops them): such a prompt is compared on its text, not its ids.
+fn body_of(prompt: &Prompt, rec: &crate::replay::Record) -> SnapshotBody {
+    let mut body = SnapshotBody::from_record(rec, SNAPSHOT_LOGPROB_TOKENS);
+    if !prompt.settings.stop.is_empty() {
+        body.token_ids = None;
+    }
+    body
 }
 
 fn compare_one(

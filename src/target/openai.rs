@@ -487,14 +487,26 @@ impl HttpTarget {
         path: &str,
         body: &Value,
     ) -> Result<(reqwest::Response, Record), CallError> {
-        let rb = self.inner.client.post(self.url(path)).json(body);
-        let mut rec = Record::new();
-        let t_send = Instant::now();
-        rec.timing.t_sched = t_send;
-        rec.timing.t_send = t_send;
-        let resp = self.send(path, rb).await?;
-        rec.timing.t_headers = Some(Instant::now());
-        Ok((resp, rec))
+        let mut retried = false;
+        loop {
+            let rb = self.inner.client.post(self.url(path)).json(body);
+            let mut rec = Record::new();
+            let t_send = Instant::now();
+            rec.timing.t_sched = t_send;
+            rec.timing.t_send = t_send;
+            match self.send(path, rb).await {
+                Ok(resp) => {
+                    rec.timing.t_headers = Some(Instant::now());
+                    return Ok((resp, rec));
+                }
+                // A pooled keep-alive connection the server had already closed fails before
+                // any response byte (cpp-httplib, under llama.cpp's server, closes a connection
+                // after 5 requests): the request never ran, so it goes once more on a fresh
+                // connection, timed from the new send.
+                Err(e) if !retried && stale_connection(&e) => retried = true,
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     fn classify(&self, path: &str, e: reqwest::Error) -> CallError {
@@ -1237,5 +1249,19 @@ impl StreamAcc {
         fill_ids_from_logprobs(rec);
         rec.tool_calls = self.tools.drain(..).map(|(_, v)| v).collect();
         rec.stream = Some(std::mem::take(&mut self.trace));
+    }
+}
+
+/// A request that died on a reused connection before the server answered anything.
+fn stale_connection(e: &CallError) -> bool {
+    match e {
+        CallError::Interrupted {
+            detail, partial, ..
+        } => {
+            partial.text.is_empty()
+                && (detail.contains("connection closed before message completed")
+                    || detail.contains("Connection reset by peer"))
+        }
+        _ => false,
     }
 }
