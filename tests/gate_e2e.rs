@@ -1,5 +1,7 @@
 //! The whole gate over real loopback HTTP against the real `chatgate serve` (in-process, the
-//! committed tiny-chat model), plus the main job on the in-process candle target.
+//! committed tiny-chat model), plus the main job on the in-process candle target. Every
+//! `chatgate serve --fault` is gated in tests/catch_matrix.rs (with the file and real-server
+//! faults), which also builds the README's catch matrix.
 //!
 //! Each test runs on a copy of suites/smoke.toml and snapshots/smoke in a temporary folder, so
 //! pending `.snap.new` files never land in the repository.
@@ -175,91 +177,6 @@ async fn healthy_server_passes_identically_five_times() {
         assert!(r.findings.0.iter().any(|f| f.check == "server.determinism"));
     }
     server.stop().await.expect("stop");
-}
-
-/// One fault: the gate exits 1 and names the expected boundary and check first.
-async fn caught(fault: Fault, boundary: &str, check: &str) {
-    let server = serve_tiny_chat(&[fault]).await;
-    let ws = Workspace::new();
-    let r = gate(&ws, Some(server.url())).await;
-    assert_eq!(
-        r.exit_code,
-        1,
-        "{fault}: exit {}\n{}",
-        r.exit_code,
-        errors(&r)
-    );
-    assert_eq!(
-        first_broken(&r),
-        Some((boundary.to_string(), check.to_string())),
-        "{fault}: errors were\n{}",
-        errors(&r)
-    );
-    server.stop().await.expect("stop");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_base_checkpoint() {
-    caught(
-        Fault::BaseCheckpoint,
-        "checkpoint",
-        "checkpoint.fingerprint",
-    )
-    .await;
-}
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_double_bos() {
-    caught(Fault::DoubleBos, "template", "template.server-ids").await;
-}
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_wrong_template() {
-    caught(Fault::WrongTemplate, "template", "template.server-ids").await;
-}
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_no_generation_prompt() {
-    caught(Fault::NoGenerationPrompt, "template", "template.server-ids").await;
-}
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_drop_eos_stop() {
-    caught(
-        Fault::DropEosStop,
-        "generation-config",
-        "generation.server-stop",
-    )
-    .await;
-}
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_ignore_temperature() {
-    caught(
-        Fault::IgnoreTemperature,
-        "generation-config",
-        "generation.sampling-honoured",
-    )
-    .await;
-}
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_stream_drops_chunk() {
-    caught(Fault::StreamDropsChunk, "server", "server.stream-parity").await;
-}
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_usage_lies() {
-    caught(Fault::UsageLies, "server", "server.usage").await;
-}
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_no_done() {
-    caught(Fault::NoDone, "server", "server.sse-done").await;
-}
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_slow_first_token() {
-    caught(Fault::SlowFirstToken, "server", "server.latency-ttft").await;
-}
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_slow_decode() {
-    caught(Fault::SlowDecode, "server", "server.latency-tpot").await;
-}
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_nondeterministic() {
-    caught(Fault::Nondeterministic, "server", "server.determinism").await;
 }
 
 /// A tampered snapshot fails the gate with a readable diff and is left exactly as it was.
