@@ -40,7 +40,7 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
     let started = Instant::now();
     let suite = Suite::load(&opts.suite)?;
     let spec = spec::resolve(opts.target.as_deref(), &suite)?;
-    let (prompts, all_ids) = load_prompts(&suite)?;
+    let prompts = load_prompts(&suite)?;
     let ctx = {
         let suite = suite.clone();
         tokio::task::spawn_blocking(move || Context::load(suite))
@@ -64,7 +64,8 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
         exit_code: 0,
     };
 
-    let determinism = match online(&ctx, &target, reference.as_ref(), &prompts, &progress).await {
+    let chosen = prompts.as_ref().map(|p| p.chosen.as_slice());
+    let determinism = match online(&ctx, &target, reference.as_ref(), chosen, &progress).await {
         Ok(r) => {
             findings.extend(r.findings);
             r.determinism
@@ -76,13 +77,12 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
         Err(e) => return Err(e),
     };
 
-    if let Some(prompts) = &prompts {
+    if let Some(set) = &prompts {
         let replayed = replay::run(
             &suite,
             &spec,
             &target,
-            prompts,
-            &all_ids,
+            set,
             &determinism,
             opts.update,
             &progress,
@@ -98,7 +98,7 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
                 &suite,
                 &spec,
                 &target,
-                prompts,
+                &set.chosen,
                 section,
                 opts.update,
                 &progress,
@@ -142,22 +142,25 @@ fn unreachable_finding(e: &Error) -> Finding {
 
 /// The replayed prompts (after the tag filters), and every prompt id of the file: a snapshot of
 /// a prompt the filters leave out is not an orphan.
-fn load_prompts(suite: &Suite) -> Result<(Option<Vec<Prompt>>, Vec<String>)> {
-    match (&suite.replay_prompts, &suite.file.replay) {
-        (Some(path), Some(section)) => {
-            let all = prompts::load(path, section)?;
-            let ids = all.iter().map(|p| p.id.clone()).collect();
-            let chosen = prompts::selected(all, section);
-            if chosen.is_empty() {
-                return Err(Error::in_file(
-                    &suite.path,
-                    "the [replay] tag filters leave no prompt to replay",
-                ));
-            }
-            Ok((Some(chosen), ids))
-        }
-        _ => Ok((None, Vec::new())),
+pub struct PromptSet {
+    pub chosen: Vec<Prompt>,
+    pub all_ids: Vec<String>,
+}
+
+fn load_prompts(suite: &Suite) -> Result<Option<PromptSet>> {
+    let (Some(path), Some(section)) = (&suite.replay_prompts, &suite.file.replay) else {
+        return Ok(None);
+    };
+    let all = prompts::load(path, section)?;
+    let all_ids = all.iter().map(|p| p.id.clone()).collect();
+    let chosen = prompts::selected(all, section);
+    if chosen.is_empty() {
+        return Err(Error::in_file(
+            &suite.path,
+            "the [replay] tag filters leave no prompt to replay",
+        ));
     }
+    Ok(Some(PromptSet { chosen, all_ids }))
 }
 
 /// The target, and the reference checkpoint (shared when both are the same candle model).
@@ -191,7 +194,7 @@ async fn online(
     ctx: &Context,
     target: &Target,
     reference: Option<&CandleTarget>,
-    prompts: &Option<Vec<Prompt>>,
+    prompts: Option<&[Prompt]>,
     progress: &progress::Progress,
 ) -> Result<chain::online::OnlineResult> {
     let Some(http) = target.http() else {
@@ -206,7 +209,7 @@ async fn online(
         });
     };
     let server = &ctx.suite.file.server;
-    let probes = probes(ctx, prompts.as_deref(), server.probes.unwrap_or(4));
+    let probes = probes(ctx, prompts, server.probes.unwrap_or(4));
     progress.stage("online chain", 0);
     let online = Online {
         ctx,

@@ -28,12 +28,12 @@ pub async fn run(
     suite: &Suite,
     spec: &TargetSpec,
     target: &Target,
-    prompts: &[Prompt],
-    all_ids: &[String],
+    set: &super::PromptSet,
     determinism: &BTreeMap<String, Determinism>,
     update: bool,
     progress: &Progress,
 ) -> Result<Replayed> {
+    let (prompts, all_ids) = (&set.chosen, &set.all_ids);
     let store = Store::open(&suite.snapshot_dir)?;
     let identity = model_identity(suite);
     let source = suite.path.display().to_string();
