@@ -12,77 +12,34 @@
 //! Every case runs on a copy of the suites and snapshots in a temporary folder (with `models/`
 //! linked to the repository's), so pending `.snap.new` files never land in the repository; the
 //! broken model files are broken copies there too.
+#[path = "common/gate_workspace.rs"]
+mod gate_workspace;
 #[path = "common/llama_server.rs"]
 mod llama_server;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use chatgate::chain::Severity;
-use chatgate::gate::{self, GateOptions};
 use chatgate::proxy::{self, ProxyOptions};
 use chatgate::report::GateReport;
-use chatgate::serve::{self, Fault, RunningServer, ServeOptions};
+use chatgate::serve::Fault;
+use gate_workspace::{copy_dir, errors, gate, serve_tiny_chat, single_threaded, Workspace, REPO};
 use serde_json::{json, Value};
 
-const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const START: &str = "<!-- catch-matrix:start -->";
 const END: &str = "<!-- catch-matrix:end -->";
 /// Gate runs per healthy target.
 const HEALTHY_RUNS: usize = 5;
 
-fn single_threaded() {
-    std::env::set_var("CANDLE_NUM_THREADS", "1");
-    std::env::set_var("RAYON_NUM_THREADS", "1");
-}
-
-/// A copy of the smoke and llama-cpp-python suites and the smoke snapshots, with `models/`
-/// linked to the repository's.
-struct Workspace {
-    dir: tempfile::TempDir,
-}
-
-impl Workspace {
-    fn new() -> Workspace {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let root = dir.path();
-        std::fs::create_dir_all(root.join("suites")).expect("suites dir");
-        for f in [
-            "smoke.toml",
-            "smoke.prompts.jsonl",
-            "smoke.lock.json",
-            "llama-cpp-python.toml",
-            "llama-cpp-python.lock.json",
-        ] {
-            std::fs::copy(
-                Path::new(REPO).join("suites").join(f),
-                root.join("suites").join(f),
-            )
-            .expect("copy the suite");
-        }
-        copy_dir(
-            &Path::new(REPO).join("snapshots/smoke"),
-            &root.join("snapshots/smoke"),
-        );
-        std::os::unix::fs::symlink(Path::new(REPO).join("models"), root.join("models"))
-            .expect("link models");
-        Workspace { dir }
-    }
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-    fn suite(&self, name: &str) -> PathBuf {
-        self.path(&format!("suites/{name}.toml"))
-    }
-    fn edit_suite(&self, name: &str, find: &str, replace: &str) {
-        let p = self.suite(name);
-        let text = std::fs::read_to_string(&p).expect("suite");
-        assert!(text.contains(find), "{find:?} not in {}", p.display());
-        std::fs::write(&p, text.replacen(find, replace, 1)).expect("write suite");
-    }
+/// A served copy of tiny-chat for the file faults.
+trait ServedCopy {
     /// A copy of models/tiny-chat at `served/`, which the smoke suite now serves (`[model] dir`
     /// and the candle target). What was trained stays the original: `[reference] model`, the SFT
     /// golden ids and the lock still describe models/tiny-chat.
+    fn served_copy(&self) -> PathBuf;
+}
+
+impl ServedCopy for Workspace {
     fn served_copy(&self) -> PathBuf {
         let served = self.path("served");
         copy_dir(&Path::new(REPO).join("models/tiny-chat"), &served);
@@ -100,67 +57,11 @@ impl Workspace {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read dir") {
-        let e = e.expect("entry");
-        let dest = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).expect("copy");
-        }
-    }
-}
-
 fn edit_json(path: &Path, f: impl FnOnce(&mut Value)) {
     let mut v: Value =
         serde_json::from_str(&std::fs::read_to_string(path).expect("read json")).expect("json");
     f(&mut v);
     std::fs::write(path, serde_json::to_string_pretty(&v).expect("json")).expect("write json");
-}
-
-async fn serve_tiny_chat(faults: &[Fault]) -> RunningServer {
-    single_threaded();
-    let opts = ServeOptions {
-        model: Path::new(REPO).join("models/tiny-chat"),
-        faults: faults.to_vec(),
-        ..ServeOptions::default()
-    };
-    let state = tokio::task::spawn_blocking(move || serve::load(&opts))
-        .await
-        .expect("load task")
-        .expect("tiny-chat loads");
-    serve::start(state, "127.0.0.1:0").await.expect("bind")
-}
-
-async fn gate(suite: PathBuf, target: Option<String>) -> GateReport {
-    gate::run(&GateOptions {
-        suite,
-        target,
-        update: false,
-        progress: false,
-    })
-    .await
-    .expect("the gate runs")
-}
-
-/// Every error finding, for failure messages.
-fn errors(r: &GateReport) -> Vec<String> {
-    r.findings
-        .0
-        .iter()
-        .filter(|f| f.severity == Severity::Error)
-        .map(|f| {
-            format!(
-                "{} {}: {} {:?}",
-                f.boundary.name(),
-                f.check,
-                f.message,
-                f.evidence
-            )
-        })
-        .collect()
 }
 
 /// One fault reproduction and what the gate made of it.

@@ -5,122 +5,24 @@
 //!
 //! Each test runs on a copy of suites/smoke.toml and snapshots/smoke in a temporary folder, so
 //! pending `.snap.new` files never land in the repository.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use chatgate::gate::{self, GateOptions};
 use chatgate::report::{GateReport, PromptStatus};
-use chatgate::serve::{self, Fault, RunningServer, ServeOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const REPO: &str = env!("CARGO_MANIFEST_DIR");
+#[path = "common/gate_workspace.rs"]
+mod gate_workspace;
+use gate_workspace::{errors, gate, serve_tiny_chat, single_threaded, Workspace};
 
-fn single_threaded() {
-    std::env::set_var("CANDLE_NUM_THREADS", "1");
-    std::env::set_var("RAYON_NUM_THREADS", "1");
-}
-
-/// A copy of the smoke suite and its snapshots, with `models/` linked to the repository's.
-struct Workspace {
-    dir: tempfile::TempDir,
-}
-
-impl Workspace {
-    fn new() -> Workspace {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let root = dir.path();
-        std::fs::create_dir_all(root.join("suites")).expect("suites dir");
-        for f in ["smoke.toml", "smoke.prompts.jsonl", "smoke.lock.json"] {
-            std::fs::copy(
-                Path::new(REPO).join("suites").join(f),
-                root.join("suites").join(f),
-            )
-            .expect("copy the suite");
-        }
-        copy_dir(
-            &Path::new(REPO).join("snapshots/smoke"),
-            &root.join("snapshots/smoke"),
-        );
-        std::os::unix::fs::symlink(Path::new(REPO).join("models"), root.join("models"))
-            .expect("link models");
-        Workspace { dir }
-    }
-    fn suite(&self) -> PathBuf {
-        self.dir.path().join("suites/smoke.toml")
-    }
-    fn snapshots(&self) -> PathBuf {
-        self.dir.path().join("snapshots/smoke")
-    }
-    /// Add keys to a section of the suite (e.g. short timeouts).
-    fn edit_suite(&self, find: &str, replace: &str) {
-        let p = self.suite();
-        let text = std::fs::read_to_string(&p).expect("suite");
-        assert!(text.contains(find), "{find:?} not in the suite");
-        std::fs::write(&p, text.replacen(find, replace, 1)).expect("write suite");
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read snapshots") {
-        let e = e.expect("entry");
-        let dest = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).expect("copy");
-        }
-    }
-}
-
-async fn serve_tiny_chat(faults: &[Fault]) -> RunningServer {
-    single_threaded();
-    let opts = ServeOptions {
-        model: Path::new(REPO).join("models/tiny-chat"),
-        faults: faults.to_vec(),
-        ..ServeOptions::default()
-    };
-    let state = tokio::task::spawn_blocking(move || serve::load(&opts))
-        .await
-        .expect("load task")
-        .expect("tiny-chat loads");
-    serve::start(state, "127.0.0.1:0").await.expect("bind")
-}
-
-async fn gate(ws: &Workspace, target: Option<String>) -> GateReport {
-    gate::run(&GateOptions {
-        suite: ws.suite(),
-        target,
-        update: false,
-        progress: false,
-    })
-    .await
-    .expect("the gate runs")
+async fn gate_smoke(ws: &Workspace, target: Option<String>) -> GateReport {
+    gate(ws.suite("smoke"), target).await
 }
 
 fn first_broken(r: &GateReport) -> Option<(String, String)> {
     r.findings
         .first_broken()
         .map(|f| (f.boundary.name().to_string(), f.check.to_string()))
-}
-
-/// Every error, for assertion messages.
-fn errors(r: &GateReport) -> String {
-    r.findings
-        .0
-        .iter()
-        .filter(|f| f.severity == chatgate::chain::Severity::Error)
-        .map(|f| {
-            format!(
-                "{} {}: {} {:?}",
-                f.boundary.name(),
-                f.check,
-                f.message,
-                f.evidence
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn pending_files(dir: &Path) -> Vec<String> {
@@ -140,8 +42,8 @@ fn pending_files(dir: &Path) -> Vec<String> {
 async fn main_job_passes_in_process_and_writes_nothing() {
     single_threaded();
     let ws = Workspace::new();
-    let r = gate(&ws, None).await;
-    assert_eq!(r.exit_code, 0, "{}", errors(&r));
+    let r = gate_smoke(&ws, None).await;
+    assert_eq!(r.exit_code, 0, "{}", errors(&r).join("\n"));
     assert!(r.target.starts_with("candle:"), "{}", r.target);
     assert_eq!(r.prompts.len(), 12);
     assert!(r.prompts.iter().all(|p| p.status == PromptStatus::Pass));
@@ -156,8 +58,8 @@ async fn healthy_server_passes_identically_five_times() {
     let ws = Workspace::new();
     let mut seen: Option<Vec<String>> = None;
     for run in 0..5 {
-        let r = gate(&ws, Some(server.url())).await;
-        assert_eq!(r.exit_code, 0, "run {run}:\n{}", errors(&r));
+        let r = gate_smoke(&ws, Some(server.url())).await;
+        assert_eq!(r.exit_code, 0, "run {run}:\n{}", errors(&r).join("\n"));
         // What must not change between reruns: every check's verdict and every prompt's status.
         let mut verdicts: Vec<String> = r
             .findings
@@ -192,13 +94,13 @@ async fn tampered_snapshot_fails_and_stays_untouched() {
     let before = std::fs::metadata(&snap)
         .and_then(|m| m.modified())
         .expect("mtime");
-    let r = gate(&ws, None).await;
+    let r = gate_smoke(&ws, None).await;
     assert_eq!(r.exit_code, 1);
     assert_eq!(
         first_broken(&r),
         Some(("replay".into(), "replay.snapshots".into())),
         "{}",
-        errors(&r)
+        errors(&r).join("\n")
     );
     let add = r
         .prompts
@@ -242,8 +144,8 @@ async fn nothing_listening_is_exit_3() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("addr").port()
     };
-    let r = gate(&ws, Some(format!("http://127.0.0.1:{port}"))).await;
-    assert_eq!(r.exit_code, 3, "{}", errors(&r));
+    let r = gate_smoke(&ws, Some(format!("http://127.0.0.1:{port}"))).await;
+    assert_eq!(r.exit_code, 3, "{}", errors(&r).join("\n"));
     assert_eq!(
         first_broken(&r).map(|b| b.1),
         Some("server.reachable".into())
@@ -294,6 +196,7 @@ const MODELS: &str = r#"{"object":"list","data":[{"id":"tiny-chat","object":"mod
 
 fn short_timeouts(ws: &Workspace) {
     ws.edit_suite(
+        "smoke",
         "model = \"tiny-chat\"\n",
         "model = \"tiny-chat\"\nconnect_timeout_s = 2\nread_timeout_s = 1\ntotal_timeout_s = 2\n",
     );
@@ -314,7 +217,7 @@ async fn server_that_never_answers_does_not_hang_the_gate() {
     let ws = Workspace::new();
     short_timeouts(&ws);
     let started = Instant::now();
-    let r = tokio::time::timeout(Duration::from_secs(240), gate(&ws, Some(url)))
+    let r = tokio::time::timeout(Duration::from_secs(240), gate_smoke(&ws, Some(url)))
         .await
         .expect("the gate must end by itself");
     assert!(r.exit_code == 1 || r.exit_code == 3, "exit {}", r.exit_code);
@@ -324,7 +227,7 @@ async fn server_that_never_answers_does_not_hang_the_gate() {
             .iter()
             .any(|f| f.check == "server.responds" || f.check == "server.reachable"),
         "{}",
-        errors(&r)
+        errors(&r).join("\n")
     );
     eprintln!(
         "never-answering server: gate ended in {:?}",
@@ -349,7 +252,7 @@ async fn broken_streams_are_findings() {
     .await;
     let ws = Workspace::new();
     short_timeouts(&ws);
-    let r = tokio::time::timeout(Duration::from_secs(240), gate(&ws, Some(url)))
+    let r = tokio::time::timeout(Duration::from_secs(240), gate_smoke(&ws, Some(url)))
         .await
         .expect("the gate must end by itself");
     assert!(r.exit_code == 1 || r.exit_code == 3, "exit {}", r.exit_code);
@@ -358,6 +261,6 @@ async fn broken_streams_are_findings() {
             |f| f.boundary.name() == "server" && f.severity == chatgate::chain::Severity::Error
         ),
         "{}",
-        errors(&r)
+        errors(&r).join("\n")
     );
 }

@@ -41,13 +41,7 @@ pub async fn run(
         n,
         section.concurrency.unwrap_or(1),
         section.warmup.unwrap_or(1),
-        |i, _t: Instant| {
-            let target = target.clone();
-            let mut req = prompts[i % prompts.len()].request();
-            req.stream = true;
-            req.top_logprobs = None;
-            async move { target.chat(&req).await }
-        },
+        |i, _t: Instant| timed_request(target, prompts, i),
     )
     .await;
     for _ in &outcomes {
@@ -168,6 +162,20 @@ pub async fn run(
     })
 }
 
+/// Request i of a latency run: the prompts in turn, streamed (so every event is timed), without
+/// logprobs (they are not what is measured and they make servers slower).
+fn timed_request(
+    target: &Target,
+    prompts: &[Prompt],
+    i: usize,
+) -> impl std::future::Future<Output = Result<Record, CallError>> + Send + 'static {
+    let target = target.clone();
+    let mut req = prompts[i % prompts.len()].request();
+    req.stream = true;
+    req.top_logprobs = None;
+    async move { target.chat(&req).await }
+}
+
 /// `server.latency-ttft`, … — the latency of the server (or in-process model) under test.
 fn check_id(m: Metric) -> &'static str {
     match m {
@@ -250,11 +258,7 @@ pub async fn load(
     slo: Option<&crate::suite::MetricMs>,
 ) -> (RunSummary, Vec<LatencyRow>) {
     let outcomes = crate::latency::open_loop(schedule, warmup, max_in_flight, |i, _t: Instant| {
-        let target = target.clone();
-        let mut req = prompts[i % prompts.len()].request();
-        req.stream = true;
-        req.top_logprobs = None;
-        async move { target.chat(&req).await }
+        timed_request(target, prompts, i)
     })
     .await;
     let tokenizer = tokenizer_for(suite);

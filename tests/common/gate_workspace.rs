@@ -1,0 +1,125 @@
+//! What the gate's end-to-end tests share: a temporary copy of the suites and the smoke
+//! snapshots (so pending `.snap.new` files never land in the repository) with `models/` linked
+//! to the repository's, an in-process `chatgate serve` of models/tiny-chat, and the gate itself.
+#![allow(dead_code)]
+use std::path::{Path, PathBuf};
+
+use chatgate::chain::Severity;
+use chatgate::gate::{self, GateOptions};
+use chatgate::report::GateReport;
+use chatgate::serve::{self, Fault, RunningServer, ServeOptions};
+
+pub const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Tiny models run fastest and steadiest on one thread (README).
+pub fn single_threaded() {
+    std::env::set_var("CANDLE_NUM_THREADS", "1");
+    std::env::set_var("RAYON_NUM_THREADS", "1");
+}
+
+/// A copy of the smoke and llama-cpp-python suites and the smoke snapshots.
+pub struct Workspace {
+    dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    pub fn new() -> Workspace {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("suites")).expect("suites dir");
+        for f in [
+            "smoke.toml",
+            "smoke.prompts.jsonl",
+            "smoke.lock.json",
+            "llama-cpp-python.toml",
+            "llama-cpp-python.lock.json",
+        ] {
+            std::fs::copy(
+                Path::new(REPO).join("suites").join(f),
+                root.join("suites").join(f),
+            )
+            .expect("copy the suite");
+        }
+        copy_dir(
+            &Path::new(REPO).join("snapshots/smoke"),
+            &root.join("snapshots/smoke"),
+        );
+        std::os::unix::fs::symlink(Path::new(REPO).join("models"), root.join("models"))
+            .expect("link models");
+        Workspace { dir }
+    }
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+    /// `suites/<name>.toml` in the copy.
+    pub fn suite(&self, name: &str) -> PathBuf {
+        self.path(&format!("suites/{name}.toml"))
+    }
+    pub fn snapshots(&self) -> PathBuf {
+        self.path("snapshots/smoke")
+    }
+    /// Replace the first `find` in a suite (e.g. to add short timeouts).
+    pub fn edit_suite(&self, name: &str, find: &str, replace: &str) {
+        let p = self.suite(name);
+        let text = std::fs::read_to_string(&p).expect("suite");
+        assert!(text.contains(find), "{find:?} not in {}", p.display());
+        std::fs::write(&p, text.replacen(find, replace, 1)).expect("write suite");
+    }
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read dir") {
+        let e = e.expect("entry");
+        let dest = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).expect("copy");
+        }
+    }
+}
+
+/// The real `chatgate serve` of models/tiny-chat on 127.0.0.1:0, with these faults.
+pub async fn serve_tiny_chat(faults: &[Fault]) -> RunningServer {
+    single_threaded();
+    let opts = ServeOptions {
+        model: Path::new(REPO).join("models/tiny-chat"),
+        faults: faults.to_vec(),
+        ..ServeOptions::default()
+    };
+    let state = tokio::task::spawn_blocking(move || serve::load(&opts))
+        .await
+        .expect("load task")
+        .expect("tiny-chat loads");
+    serve::start(state, "127.0.0.1:0").await.expect("bind")
+}
+
+pub async fn gate(suite: PathBuf, target: Option<String>) -> GateReport {
+    gate::run(&GateOptions {
+        suite,
+        target,
+        update: false,
+        progress: false,
+    })
+    .await
+    .expect("the gate runs")
+}
+
+/// Every error finding, for failure messages.
+pub fn errors(r: &GateReport) -> Vec<String> {
+    r.findings
+        .0
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .map(|f| {
+            format!(
+                "{} {}: {} {:?}",
+                f.boundary.name(),
+                f.check,
+                f.message,
+                f.evidence
+            )
+        })
+        .collect()
+}
