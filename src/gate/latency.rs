@@ -19,6 +19,32 @@ use crate::target::spec::{Target, TargetSpec};
 
 use super::progress::Progress;
 
+/// The metrics a closed-loop run reports (sends are never held back, so the schedule-relative
+/// ones add nothing).
+const SMOKE_ROWS: [Metric; 7] = [
+    Metric::Ttft,
+    Metric::Ttfc,
+    Metric::Tpot,
+    Metric::Itl,
+    Metric::Icl,
+    Metric::E2el,
+    Metric::Ntpot,
+];
+
+/// The metrics an open-loop run reports: also TTFT from the scheduled send and the queueing
+/// before the send (coordinated omission).
+const LOAD_ROWS: [Metric; 9] = [
+    Metric::Ttft,
+    Metric::TtftSched,
+    Metric::Ttfc,
+    Metric::Tpot,
+    Metric::Itl,
+    Metric::Icl,
+    Metric::E2el,
+    Metric::Ntpot,
+    Metric::Queue,
+];
+
 pub struct Measured {
     pub findings: Vec<Finding>,
     pub rows: Vec<LatencyRow>,
@@ -47,15 +73,10 @@ pub async fn run(
     for _ in &outcomes {
         progress.step("");
     }
-    let tokenizer = tokenizer_for(suite);
-    let count = |text: &str| {
-        tokenizer
-            .as_ref()
-            .and_then(|t| t.encode(text, false).ok())
-            .map(|e| e.len())
-    };
-    let summary = RunSummary::from(&outcomes, section.slo.as_ref(), count);
-    let scenarios = scenarios(prompts, &outcomes, &count);
+    let count = n_out_counter(suite);
+    let summary = RunSummary::from(&outcomes, section.slo.as_ref(), &count);
+    let measured = per_request(&outcomes, &count);
+    let scenarios = scenarios(prompts, &measured);
 
     let label = section
         .baseline
@@ -70,12 +91,6 @@ pub async fn run(
         .unwrap_or_default();
 
     let mut findings = Vec::new();
-    let pooled = |m: Metric| -> Vec<f64> {
-        scenarios
-            .values()
-            .flat_map(|s| s.get(&m).cloned().unwrap_or_default())
-            .collect()
-    };
     let base_pooled = |m: Metric| -> Option<Vec<f64>> {
         baseline.as_ref().map(|b| {
             b.scenarios
@@ -85,26 +100,14 @@ pub async fn run(
         })
     };
     let mut rows = Vec::new();
-    for m in [
-        Metric::Ttft,
-        Metric::Ttfc,
-        Metric::Tpot,
-        Metric::Itl,
-        Metric::Icl,
-        Metric::E2el,
-        Metric::Ntpot,
-    ] {
+    for m in SMOKE_ROWS {
         let verdict = verdicts
             .iter()
             .find(|v| v.metric == m && v.scenario.is_none())
             .map(|v| &v.verdict);
-        let samples = if Metric::GATED.contains(&m) {
-            pooled(m)
-        } else {
-            all_samples(&outcomes, m, &count)
-        };
+        let run = samples(&measured, m);
         let base = base_pooled(m);
-        if let Some(row) = latency_row(m, &samples, base.as_deref(), verdict) {
+        if let Some(row) = latency_row(m, &run, base.as_deref(), verdict) {
             rows.push(row);
         }
     }
@@ -261,67 +264,61 @@ pub async fn load(
         timed_request(target, prompts, i)
     })
     .await;
-    let tokenizer = tokenizer_for(suite);
-    let count = |text: &str| {
+    let count = n_out_counter(suite);
+    let summary = RunSummary::from(&outcomes, slo, &count);
+    let measured = per_request(&outcomes, &count);
+    let rows = LOAD_ROWS
+        .into_iter()
+        .filter_map(|m| latency_row(m, &samples(&measured, m), None, None))
+        .collect();
+    (summary, rows)
+}
+
+/// Each measured request's metrics, computed once, with its request index.
+fn per_request(
+    outcomes: &[crate::latency::Outcome<CallError>],
+    count: &impl Fn(&str) -> Option<usize>,
+) -> Vec<(usize, RequestMetrics)> {
+    outcomes
+        .iter()
+        .filter_map(|o| {
+            o.result
+                .as_ref()
+                .ok()
+                .map(|r: &Record| (o.index, RequestMetrics::from_record(r, count)))
+        })
+        .collect()
+}
+
+/// Per prompt id, the gated metrics' samples of its measured requests.
+fn scenarios(prompts: &[Prompt], measured: &[(usize, RequestMetrics)]) -> Scenarios {
+    let mut per: IndexMap<String, Vec<&RequestMetrics>> = IndexMap::new();
+    for (i, m) in measured {
+        per.entry(prompts[i % prompts.len()].id.clone())
+            .or_default()
+            .push(m);
+    }
+    per.into_iter()
+        .map(|(id, ms)| (id, scenario_samples(ms)))
+        .collect()
+}
+
+/// One metric's samples over every measured request.
+fn samples(measured: &[(usize, RequestMetrics)], m: Metric) -> Vec<f64> {
+    measured.iter().flat_map(|(_, r)| r.samples(m)).collect()
+}
+
+/// The pinned tokenizer's count of a whole reply: N_out when a server reports no usage
+/// (METRICS.md: estimated, never counted per chunk).
+fn n_out_counter(suite: &Suite) -> impl Fn(&str) -> Option<usize> {
+    let tokenizer = crate::artifacts::ModelDir::open(&suite.model_dir)
+        .ok()
+        .and_then(|d| d.tokenizer)
+        .map(|t| t.tokenizer);
+    move |text: &str| {
         tokenizer
             .as_ref()
             .and_then(|t| t.encode(text, false).ok())
             .map(|e| e.len())
-    };
-    let summary = RunSummary::from(&outcomes, slo, count);
-    let rows = [
-        Metric::Ttft,
-        Metric::TtftSched,
-        Metric::Ttfc,
-        Metric::Tpot,
-        Metric::Itl,
-        Metric::Icl,
-        Metric::E2el,
-        Metric::Ntpot,
-        Metric::Queue,
-    ]
-    .into_iter()
-    .filter_map(|m| latency_row(m, &all_samples(&outcomes, m, &count), None, None))
-    .collect();
-    (summary, rows)
-}
-
-/// Per prompt id, the gated metrics' samples of its measured requests.
-fn scenarios(
-    prompts: &[Prompt],
-    outcomes: &[crate::latency::Outcome<CallError>],
-    count: &impl Fn(&str) -> Option<usize>,
-) -> Scenarios {
-    let mut per: IndexMap<String, Vec<RequestMetrics>> = IndexMap::new();
-    for o in outcomes {
-        if let Ok(rec) = &o.result {
-            let id = prompts[o.index % prompts.len()].id.clone();
-            per.entry(id)
-                .or_default()
-                .push(RequestMetrics::from_record(rec, count));
-        }
     }
-    per.into_iter()
-        .map(|(id, ms)| (id, scenario_samples(ms.iter())))
-        .collect()
-}
-
-fn all_samples(
-    outcomes: &[crate::latency::Outcome<CallError>],
-    m: Metric,
-    count: &impl Fn(&str) -> Option<usize>,
-) -> Vec<f64> {
-    outcomes
-        .iter()
-        .filter_map(|o| o.result.as_ref().ok())
-        .flat_map(|r: &Record| RequestMetrics::from_record(r, count).samples(m))
-        .collect()
-}
-
-/// The pinned tokenizer that estimates N_out when a server reports no usage.
-fn tokenizer_for(suite: &Suite) -> Option<tokenizers::Tokenizer> {
-    crate::artifacts::ModelDir::open(&suite.model_dir)
-        .ok()?
-        .tokenizer
-        .map(|t| t.tokenizer)
 }
