@@ -11,7 +11,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::Value;
 
 fn bench(c: &mut Criterion) {
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
     let model = ModelDir::open(&corpus.join("models/Qwen2.5-0.5B-Instruct")).expect("corpus model");
     let source = model
         .templates

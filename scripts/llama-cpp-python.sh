@@ -2,11 +2,8 @@
 # Run a suite's gate against a real llama-cpp-python server serving a GGUF on a free loopback
 # port; the server is started and stopped here, and its log is printed when the gate fails.
 #   scripts/llama-cpp-python.sh [SUITE.toml] [--model FILE.gguf] [-- extra server flags]
-# Needs llama-cpp-python[server]==0.3.36: CHATGATE_LLAMA_PYTHON names its python (.ci/run
-# installs it; by hand:
-#   python3 -m venv .venv-llama
-#   CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" .venv-llama/bin/pip install --no-cache-dir 'llama-cpp-python[server]==0.3.36'
-# ).
+# Needs llama-cpp-python[server]==0.3.36: scripts/install-llama-cpp-python.sh installs it (as
+# .ci/run does) into the venv this script uses by default; CHATGATE_LLAMA_PYTHON names another.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 suite=suites/llama-cpp-python.toml
@@ -14,7 +11,7 @@ model=models/tiny-chat/model.gguf
 if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then suite=$1; shift; fi
 if [ "${1:-}" = "--model" ]; then model=$2; shift 2; fi
 [ "${1:-}" = "--" ] && shift
-python=${CHATGATE_LLAMA_PYTHON:-.venv-llama/bin/python}
+python=${CHATGATE_LLAMA_PYTHON:-${CHATGATE_LLAMA_VENV:-$HOME/.cache/chatgate/venv-llama-cpp-python-0.3.36}/bin/python}
 bin=${CHATGATE_BIN:-target/release/chatgate}
 out=${CHATGATE_REPORTS:-target/gate-reports/llama-cpp-python}
 mkdir -p "$out"

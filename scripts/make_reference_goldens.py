@@ -10,10 +10,10 @@ chatgate, so tests/template_reference.rs checks our renderer against the real th
 What gets rendered:
   * every tests/reference/templates/*.jinja (adversarial mini-templates, one per rule) over
     every input of tests/reference/inputs.json;
-  * every real template in ../shared/corpus/templates over the same inputs and over the corpus
-    conversations (../shared/corpus/goldens/conversations.json), with the bos/eos tokens the
+  * every real template in tests/corpus/templates over the same inputs and over the corpus
+    conversations (tests/corpus/goldens/conversations.json), with the bos/eos tokens the
     corpus goldens use for it;
-  * the chat template of every model directory in ../shared/corpus/models, loaded with
+  * the chat template of every model directory in tests/corpus/models, loaded with
     AutoTokenizer (its own special tokens), over the same inputs and conversations.
 
 Each input is rendered with add_generation_prompt false and true, and with
@@ -34,7 +34,7 @@ import transformers  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 REF = ROOT / "tests" / "reference"
-CORPUS = (ROOT / ".." / "shared" / "corpus").resolve()
+CORPUS = (ROOT / "tests" / "corpus").resolve()
 DEFAULT_TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
 
 

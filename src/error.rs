@@ -67,6 +67,15 @@ impl Error {
             None => e,
         }
     }
+    /// Writing `file` failed at the OS level.
+    pub fn write(file: impl AsRef<Path>, err: std::io::Error) -> Self {
+        let e = Error::in_file(file, format!("cannot write: {err}"));
+        match err.kind() {
+            std::io::ErrorKind::NotFound => e.hint("create the folder first, or check the path"),
+            std::io::ErrorKind::PermissionDenied => e.hint("check the folder's permissions"),
+            _ => e,
+        }
+    }
     pub fn exit_code(&self) -> i32 {
         match self.kind {
             ErrorKind::Input => 2,

@@ -4,6 +4,7 @@ pub mod artifacts;
 pub mod chain;
 pub mod cli;
 pub mod error;
+pub mod files;
 pub mod gate;
 pub mod latency;
 pub mod proxy;

@@ -43,8 +43,9 @@ pub struct SuiteFile {
 #[serde(deny_unknown_fields)]
 pub struct TargetSection {
     /// `candle:DIR` (in-process) or the base URL of an OpenAI-compatible server
-    /// (`http://127.0.0.1:8000`; a trailing `/v1` is optional).
-    pub url: String,
+    /// (`http://127.0.0.1:8000`; a trailing `/v1` is optional). Default: `[model] dir`
+    /// in-process.
+    pub url: Option<String>,
     /// The `model` field sent in requests (default: the served model directory's name).
     pub model: Option<String>,
     /// The environment variable that holds the API key (sent as a Bearer token; never printed).
@@ -88,10 +89,10 @@ pub struct ServerSection {
     /// max_tokens of the probes (default 24).
     pub max_tokens: Option<u32>,
     /// Check ids whose warnings fail the gate here (e.g. `["server.include-usage"]`):
-    /// informative server quirks only fail a suite that asks for it.
+    /// informative quirks only fail a suite that asks for it. Any check id, offline or online.
     #[serde(default)]
     pub strict: Vec<String>,
-    /// Check ids to skip entirely (a known quirk this deployment accepts).
+    /// Check ids to skip entirely (a known quirk this deployment accepts). Any check id.
     #[serde(default)]
     pub skip: Vec<String>,
 }
@@ -302,6 +303,12 @@ impl Suite {
                         .hint("a golden JSONL already carries the ids the SFT template produced"))
                 }
                 _ => {}
+            }
+        }
+        for (key, ids) in [("strict", &file.server.strict), ("skip", &file.server.skip)] {
+            for id in ids {
+                crate::chain::checks::known(id)
+                    .map_err(|e| Error::in_file(path, format!("[server] {key}: {e}")))?;
             }
         }
         let sft = file.sft.as_ref();

@@ -1,7 +1,6 @@
 //! The lock: the identity of the checkpoint, tokenizer and template a suite was accepted with.
 //! Written only by `chatgate lock`, atomically (temp file + rename in the same folder), and an
 //! existing lock that differs is replaced only with `--update`.
-use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -99,19 +98,10 @@ impl Lock {
 
     /// Write atomically: a crash leaves either the old lock or the new one, never half of one.
     pub fn write(&self, path: &Path) -> Result<()> {
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
         let mut json = serde_json::to_string_pretty(self)
             .map_err(|e| Error::input(format!("cannot serialize the lock: {e}")))?;
         json.push('\n');
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
-        tmp.write_all(json.as_bytes())
-            .map_err(|e| Error::io(path, e))?;
-        tmp.as_file().sync_all().map_err(|e| Error::io(path, e))?;
-        tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
-        Ok(())
+        crate::files::write_atomic(path, json.as_bytes())
     }
 }
 

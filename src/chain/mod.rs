@@ -1,6 +1,7 @@
 //! The offline chain: one module per boundary, run in chain order
 //! (checkpoint → tokenizer → chat template → generation config).
 pub mod checkpoint;
+pub mod checks;
 pub mod client;
 pub mod diff;
 pub mod finding;
@@ -266,6 +267,7 @@ pub fn run_offline(ctx: &Context) -> Result<Findings> {
     findings.extend(template::check(ctx)?);
     findings.extend(generation::check(ctx)?);
     findings.extend(client::check(ctx)?);
+    checks::apply_policy(&mut findings.0, &ctx.suite.file.server);
     findings.sort();
     Ok(findings)
 }

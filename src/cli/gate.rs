@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::Format;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gate::{self, GateOptions};
 use crate::report::{self, GateReport};
 
@@ -72,12 +72,5 @@ fn write_reports(a: &GateArgs, r: &GateReport) -> Result<()> {
 /// Reports are outputs, not accepted state, but a half-written file still confuses CI: write
 /// through a temporary file beside the target.
 pub(crate) fn write(path: &Path, text: &str) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(|e| Error::io(path, e))?;
-    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
-    Ok(())
+    crate::files::write_atomic(path, text.as_bytes())
 }

@@ -124,12 +124,11 @@ pub fn run_review(a: ReviewArgs) -> Result<i32> {
     }
     let s = SuiteSnapshots::open(&a.suite)?;
     let ids = s.select_pending(&a.prompts)?;
-    let stdin = std::io::stdin();
     let mut out = std::io::stdout();
-    let summary = review(
+    let summary = review_with(
         &s,
         &ids,
-        stdin.lock(),
+        &mut Keys(console::Term::stdout()),
         &mut out,
         crate::report::use_colour(),
     )?;
@@ -236,12 +235,61 @@ enum Choice {
     Quit,
 }
 
-/// The interactive loop: for each pending id show the header and the diff, then ask.
-/// End of input counts as quit, so a closed stdin never accepts anything.
+/// Where review answers come from: one key at a time on a terminal, lines elsewhere.
+pub trait Answers {
+    /// The next answer; `None` at end of input.
+    fn next_answer(&mut self) -> std::io::Result<Option<String>>;
+    /// Whether the answer still needs echoing (a key read raw is not shown by the terminal).
+    fn echo(&self) -> bool;
+}
+
+/// Answers typed as lines (`a⏎`): pipes and tests.
+pub struct Lines<R>(pub R);
+
+impl<R: BufRead> Answers for Lines<R> {
+    fn next_answer(&mut self) -> std::io::Result<Option<String>> {
+        let mut line = String::new();
+        Ok((self.0.read_line(&mut line)? > 0).then_some(line))
+    }
+    fn echo(&self) -> bool {
+        false
+    }
+}
+
+/// Single keys on a terminal: `a` accepts at once, no Enter. Esc and Ctrl-C quit.
+struct Keys(console::Term);
+
+impl Answers for Keys {
+    fn next_answer(&mut self) -> std::io::Result<Option<String>> {
+        use console::Key;
+        Ok(match self.0.read_key()? {
+            Key::Char(c) => Some(c.to_string()),
+            Key::Escape | Key::CtrlC => Some("q".into()),
+            _ => Some(String::new()),
+        })
+    }
+    fn echo(&self) -> bool {
+        true
+    }
+}
+
+/// The interactive loop over lines of input (see [`review_with`]).
 pub fn review<R: BufRead, W: Write>(
     s: &SuiteSnapshots,
     ids: &[String],
-    mut input: R,
+    input: R,
+    out: &mut W,
+    colour: bool,
+) -> Result<ReviewSummary> {
+    review_with(s, ids, &mut Lines(input), out, colour)
+}
+
+/// The interactive loop: for each pending id show the header and the diff, then ask.
+/// End of input counts as quit, so a closed stdin never accepts anything.
+pub fn review_with<A: Answers, W: Write>(
+    s: &SuiteSnapshots,
+    ids: &[String],
+    input: &mut A,
     out: &mut W,
     colour: bool,
 ) -> Result<ReviewSummary> {
@@ -263,7 +311,7 @@ pub fn review<R: BufRead, W: Write>(
             pending: &pending,
         };
         show(out, &item, colour);
-        match ask(&mut input, out)? {
+        match ask(input, out)? {
             Choice::Accept => {
                 s.store.accept(id)?;
                 let _ = writeln!(out, "accepted {id}\n");
@@ -393,17 +441,19 @@ fn last_message(prompt: &Prompt) -> Option<String> {
     })
 }
 
-fn ask<R: BufRead, W: Write>(input: &mut R, out: &mut W) -> Result<Choice> {
+fn ask<A: Answers, W: Write>(input: &mut A, out: &mut W) -> Result<Choice> {
     loop {
         let _ = write!(out, "accept [a], reject [r], skip [s], quit [q]? ");
         let _ = out.flush();
-        let mut line = String::new();
-        let read = input
-            .read_line(&mut line)
-            .map_err(|e| Error::input(format!("cannot read the answer from stdin: {e}")))?;
-        if read == 0 {
+        let answer = input
+            .next_answer()
+            .map_err(|e| Error::input(format!("cannot read the answer from the terminal: {e}")))?;
+        let Some(line) = answer else {
             let _ = writeln!(out);
             return Ok(Choice::Quit);
+        };
+        if input.echo() {
+            let _ = writeln!(out, "{}", line.trim());
         }
         match line.trim().to_ascii_lowercase().as_str() {
             "a" | "accept" => return Ok(Choice::Accept),

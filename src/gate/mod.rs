@@ -38,8 +38,9 @@ pub struct GateOptions {
 /// exit code 3, so the report still says how far the run got.
 pub async fn run(opts: &GateOptions) -> Result<GateReport> {
     let started = Instant::now();
-    let suite = Suite::load(&opts.suite)?;
+    let mut suite = Suite::load(&opts.suite)?;
     let spec = spec::resolve(opts.target.as_deref(), &suite)?;
+    let under_test = model_under_test(&mut suite, &spec);
     let prompts = load_prompts(&suite)?;
     let ctx = {
         let suite = suite.clone();
@@ -48,6 +49,7 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
             .map_err(|e| Error::input(format!("loading the suite failed: {e}")))??
     };
     let mut findings = chain::run_offline(&ctx)?;
+    findings.extend(under_test);
     let progress = progress::Progress::new(opts.progress);
 
     let (target, reference) = open_targets(&spec, &suite).await?;
@@ -110,8 +112,37 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
         }
     }
     progress.finish();
+    chain::checks::apply_policy(&mut findings.0, &suite.file.server);
     let code = if findings.has_errors() { 1 } else { 0 };
     Ok(finish(report, findings, started, code))
+}
+
+/// One model under test: `--target candle:DIR` replays DIR, so the offline chain checks DIR
+/// too (against the suite's lock), not `[model] dir`.
+fn model_under_test(suite: &mut Suite, spec: &TargetSpec) -> Option<Finding> {
+    let TargetSpec::Candle(dir) = spec else {
+        return None;
+    };
+    if same_path(dir, &suite.model_dir) {
+        return None;
+    }
+    let configured = std::mem::replace(&mut suite.model_dir, dir.clone());
+    Some(
+        Finding::new(
+            Boundary::Checkpoint,
+            "checkpoint.model-dir",
+            Severity::Info,
+            format!(
+                "the offline chain checks {} (the --target), not [model] dir {}",
+                dir.display(),
+                configured.display()
+            ),
+        )
+        .with(
+            "hint",
+            "set [model] dir to it to make this the suite's model",
+        ),
+    )
 }
 
 fn finish(

@@ -126,24 +126,90 @@ fn compare_one(
         ));
     };
     let cmp = prompt.compare.compare(&accepted.body, &new.body);
-    if cmp.pass {
+    let question = QuestionChange::of(&accepted, &new);
+    if cmp.pass && question == QuestionChange::Same {
         store.remove_stale_pending(&prompt.id)?;
         return Ok(result(PromptStatus::Pass, cmp.detail, None));
     }
-    let diff = snapshot::diff_text(
+    if cmp.pass && question == QuestionChange::NotRecorded {
+        if update {
+            // Record the prompt in the accepted file; the reviewed reply stays as it was.
+            let recorded = SnapshotFile {
+                header: new.header.clone(),
+                body: accepted.body.clone(),
+            };
+            accept_now(store, &prompt.id, &recorded)?;
+            return Ok(result(
+                PromptStatus::Pass,
+                format!("{} (prompt recorded in the snapshot: --update)", cmp.detail),
+                None,
+            ));
+        }
+        store.remove_stale_pending(&prompt.id)?;
+        return Ok(result(
+            PromptStatus::Pass,
+            format!(
+                "{} (the snapshot predates prompt recording: `chatgate gate --update` records it)",
+                cmp.detail
+            ),
+            None,
+        ));
+    }
+    let mut diff = String::new();
+    let mut detail = cmp.detail.clone();
+    if let QuestionChange::Changed { accepted: a, now } = &question {
+        detail = format!(
+            "the prompt changed since the snapshot was accepted; the reply {}: {}",
+            if cmp.pass {
+                "still passes"
+            } else {
+                "differs too"
+            },
+            cmp.detail
+        );
+        diff.push_str("prompt:\n");
+        diff.push_str(&snapshot::diff_text(a, now));
+        diff.push_str("reply:\n");
+    }
+    diff.push_str(&snapshot::diff_text(
         &accepted.body.render_reviewable(),
         &new.body.render_reviewable(),
-    );
+    ));
     if update {
         accept_now(store, &prompt.id, &new)?;
         return Ok(result(
             PromptStatus::Pass,
-            format!("changed and accepted (--update): {}", cmp.detail),
+            format!("changed and accepted (--update): {detail}"),
             Some(diff),
         ));
     }
     store.write_pending(&prompt.id, &new)?;
-    Ok(result(PromptStatus::Changed, cmp.detail, Some(diff)))
+    Ok(result(PromptStatus::Changed, detail, Some(diff)))
+}
+
+/// Whether a snapshot answers the prompt the suite asks now.
+#[derive(Debug, PartialEq)]
+enum QuestionChange {
+    Same,
+    /// Written before snapshots recorded their prompt: nothing to compare.
+    NotRecorded,
+    Changed {
+        accepted: String,
+        now: String,
+    },
+}
+
+impl QuestionChange {
+    fn of(accepted: &SnapshotFile, new: &SnapshotFile) -> QuestionChange {
+        match (accepted.header.info.question(), new.header.info.question()) {
+            (None, _) => QuestionChange::NotRecorded,
+            (Some(a), Some(n)) if a == n => QuestionChange::Same,
+            (Some(accepted), now) => QuestionChange::Changed {
+                accepted,
+                now: now.unwrap_or_default(),
+            },
+        }
+    }
 }
 
 /// `--update`: the same path a review takes — a pending file, then an atomic rename over the

@@ -5,7 +5,6 @@
 //! them, and the environment it was measured on, because a latency figure means nothing on
 //! other hardware. It is user-accepted data: `write` replaces it atomically and is only for an
 //! explicit `--update`; a normal gate run reads it and never touches it.
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
@@ -188,11 +187,7 @@ impl Baseline {
         let mut json = serde_json::to_string_pretty(self)
             .map_err(|e| Error::in_file(path, format!("cannot serialise the baseline: {e}")))?;
         json.push('\n');
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
-        tmp.write_all(json.as_bytes()).map_err(fail)?;
-        tmp.as_file().sync_all().map_err(fail)?;
-        tmp.persist(path).map_err(|e| fail(e.error))?;
-        Ok(())
+        crate::files::write_atomic(path, json.as_bytes())
     }
 }
 

@@ -355,8 +355,9 @@ impl From<&PromptSettings> for SnapshotSettings {
     }
 }
 
-/// insta's free-form `info` header field: where the reply came from. Shown in review, never
-/// compared (insta compares bodies only).
+/// insta's free-form `info` header field: where the reply came from and what it answers.
+/// Shown in review; only the question (messages, tools, settings) is compared: the gate asks
+/// for a review when the prompt changed, even if the reply did not. insta compares bodies only.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SnapshotInfo {
@@ -367,8 +368,34 @@ pub struct SnapshotInfo {
     /// The model identity the target reported or the suite pins (name, or name@hash).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The question the reply answers: the prompt's messages and tools, as sent. With the
+    /// settings they make the prompt; a snapshot of another prompt is not a pass, even when the
+    /// reply happens to be the same. `None` in snapshots written before chatgate recorded it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<Value>>,
     pub settings: SnapshotSettings,
     pub comparator: Comparator,
+}
+
+impl SnapshotInfo {
+    /// The prompt as reviewable text (messages, tools, settings), or `None` when the snapshot
+    /// predates prompt recording.
+    pub fn question(&self) -> Option<String> {
+        let messages = self.messages.as_ref()?;
+        let mut map = serde_json::Map::new();
+        map.insert("messages".into(), Value::from(messages.clone()));
+        if let Some(tools) = &self.tools {
+            map.insert("tools".into(), Value::from(tools.clone()));
+        }
+        if let Ok(settings) = serde_json::to_value(&self.settings) {
+            map.insert("settings".into(), settings);
+        }
+        let mut out = String::new();
+        yaml::render_mapping(&map, 0, &mut out);
+        Some(out)
+    }
 }
 
 /// The YAML header between the two `---` lines.
@@ -401,6 +428,8 @@ impl SnapshotHeader {
                 prompt: prompt.id.clone(),
                 target: target.map(str::to_string),
                 model: model.map(str::to_string),
+                messages: Some(prompt.messages.clone()),
+                tools: prompt.tools.clone(),
                 settings: SnapshotSettings::from(&prompt.settings),
                 comparator: prompt.compare.clone(),
             },
@@ -560,6 +589,10 @@ mod tests {
                     prompt: "greeting".into(),
                     target: Some("http://127.0.0.1:8000".into()),
                     model: Some("tiny-chat".into()),
+                    messages: Some(vec![
+                        json!({"role": "user", "content": "Say hi.\nThen stop."}),
+                    ]),
+                    tools: None,
                     settings: SnapshotSettings {
                         temperature: Some(0.0),
                         seed: Some(1),
@@ -702,6 +735,32 @@ mod tests {
     }
 
     #[test]
+    fn the_question_round_trips_and_tells_prompts_apart() {
+        let f = file("Hi");
+        let back = SnapshotFile::parse(&f.render(), Path::new("x")).unwrap();
+        assert_eq!(back.header.info.question(), f.header.info.question());
+        let q = f.header.info.question().unwrap();
+        assert!(
+            q.contains("Then stop.") && q.contains("max_tokens: 32"),
+            "{q}"
+        );
+
+        let mut other = f.clone();
+        other.header.info.messages = Some(vec![json!({"role": "user", "content": "Say hi."})]);
+        assert_ne!(other.header.info.question(), f.header.info.question());
+        let mut other = f.clone();
+        other.header.info.settings.seed = Some(2);
+        assert_ne!(other.header.info.question(), f.header.info.question());
+        let mut old = f;
+        old.header.info.messages = None;
+        assert_eq!(
+            old.header.info.question(),
+            None,
+            "older snapshots record no prompt"
+        );
+    }
+
+    #[test]
     fn crlf_checkouts_and_assertion_lines_are_read() {
         let f = file("a\nb ");
         let crlf = f.render().replace('\n', "\r\n");
@@ -725,6 +784,8 @@ info:
   prompt: greeting
   target: "http://127.0.0.1:8000"
   model: tiny-chat
+  messages:
+    - {"role":"user","content":"Say hi.\nThen stop."}
   settings:
     temperature: 0.0
     seed: 1

@@ -6,7 +6,6 @@
 //! in the same folder first (same filesystem, so the final rename is atomic); a crash leaves at
 //! most a stray tempfile, which listings ignore (tempfile names start with `.`, which no prompt
 //! id may).
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::file::SnapshotFile;
@@ -167,18 +166,9 @@ impl Store {
         Ok(ids)
     }
 
-    /// Tempfile in the same folder, then `persist` (a rename) onto `path`.
+    /// Tempfile in the same folder, then a rename onto `path` (crate::files).
     fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<()> {
-        let fail = |e: std::io::Error| Error::in_file(path, format!("cannot write: {e}"));
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".chatgate-")
-            .suffix(".tmp")
-            .tempfile_in(&self.dir)
-            .map_err(fail)?;
-        tmp.write_all(bytes).map_err(fail)?;
-        tmp.as_file().sync_all().map_err(fail)?;
-        tmp.persist(path).map_err(|e| fail(e.error))?;
-        Ok(())
+        crate::files::write_atomic(path, bytes)
     }
 }
 

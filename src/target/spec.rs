@@ -131,8 +131,10 @@ pub fn resolve(cli: Option<&str>, suite: &Suite) -> Result<TargetSpec> {
     let suite_dir = suite.path.parent().unwrap_or(cwd);
     match (cli, suite.file.target.as_ref()) {
         (Some(s), _) => TargetSpec::parse(s, cwd),
-        (None, Some(t)) => TargetSpec::parse(&t.url, suite_dir),
-        (None, None) => Ok(TargetSpec::Candle(suite.model_dir.clone())),
+        (None, Some(t)) if t.url.is_some() => {
+            TargetSpec::parse(t.url.as_deref().unwrap_or_default(), suite_dir)
+        }
+        (None, _) => Ok(TargetSpec::Candle(suite.model_dir.clone())),
     }
 }
 

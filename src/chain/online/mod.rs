@@ -185,15 +185,7 @@ impl Online<'_> {
         findings.extend(template::check(self, &observed));
         findings.extend(generation::check(self, &observed));
         findings.extend(server::check(self, &observed).await);
-        let strict = &self.ctx.suite.file.server.strict;
-        let skip = &self.ctx.suite.file.server.skip;
-        findings.retain(|f| !skip.iter().any(|s| s == f.check));
-        for f in &mut findings {
-            if f.severity == super::Severity::Warning && strict.iter().any(|s| s == f.check) {
-                f.severity = super::Severity::Error;
-                f.message.push_str(" (strict in this suite)");
-            }
-        }
+        super::checks::apply_policy(&mut findings, &self.ctx.suite.file.server);
         let determinism = observed
             .runs
             .iter()

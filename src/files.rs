@@ -1,0 +1,79 @@
+//! Writing files users keep (snapshots, locks, baselines, reports): atomically, and with the
+//! permissions a plain `create` would give them.
+//!
+//! A temporary file beside the target, then a rename: a crash or a kill leaves either the old
+//! file or the new one, never half of one. Temporary files are named `.chatgate-*.tmp` so a
+//! stray one (SIGKILL between create and rename) is recognisable and never read as a snapshot.
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// Write `bytes` to `path` atomically. An existing file keeps its mode; a new one gets
+/// `0666 & !umask`, as `File::create` would (tempfiles are 0600 by default, which turned
+/// accepted snapshots and reports private).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let fail = |e: std::io::Error| Error::write(path, e);
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".chatgate-").suffix(".tmp");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // The mode passed to open(2); the kernel applies the umask to it.
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut tmp = builder.tempfile_in(dir).map_err(fail)?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        tmp.as_file()
+            .set_permissions(meta.permissions())
+            .map_err(fail)?;
+    }
+    tmp.write_all(bytes).map_err(fail)?;
+    tmp.as_file().sync_all().map_err(fail)?;
+    tmp.persist(path).map_err(|e| fail(e.error))?;
+    Ok(())
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn new_files_follow_the_umask_and_existing_ones_keep_their_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, b"x").unwrap();
+        let ours = dir.path().join("ours");
+        write_atomic(&ours, b"y").unwrap();
+        assert_eq!(mode(&ours), mode(&plain), "same mode as File::create");
+        assert_eq!(std::fs::read(&ours).unwrap(), b"y");
+
+        std::fs::set_permissions(&ours, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write_atomic(&ours, b"z").unwrap();
+        assert_eq!(mode(&ours), 0o640, "an existing file keeps its mode");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 2, "no temporary file left: {left:?}");
+    }
+
+    #[test]
+    fn a_write_error_says_write_and_names_the_file() {
+        let e = write_atomic(Path::new("/nonexistent-dir/x.snap"), b"x").unwrap_err();
+        let s = e.to_string();
+        assert!(
+            s.contains("/nonexistent-dir/x.snap") && s.contains("cannot write"),
+            "{s}"
+        );
+    }
+}

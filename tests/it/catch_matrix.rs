@@ -1,0 +1,666 @@
+//! The catch matrix: every fault class of the bug zoo (BUG-ZOO.md in the design notes) that can be
+//! reproduced here, pushed through the real gate, against the boundary and check the gate must
+//! blame first — and healthy targets gated five times each, which must raise no error at all.
+//!
+//! One test, so the README table comes from a single run. It fails when a fault is not caught
+//! where it should be, when a healthy run raises an error, or when the generated table differs
+//! from the README block between `<!-- catch-matrix:start -->` and `<!-- catch-matrix:end -->`
+//! (`CHATGATE_BLESS=1` rewrites the block instead). The real-server rows need llama-cpp-python
+//! (`CHATGATE_LLAMA_PYTHON`, see tests/common/llama_server.rs): without it they are left out of
+//! the assertions, the README block is only checked row by row, and it is never rewritten.
+//!
+//! Every case runs on a copy of the suites and snapshots in a temporary folder (with `models/`
+//! linked to the repository's), so pending `.snap.new` files never land in the repository; the
+//! broken model files are broken copies there too.
+use crate::common::gate_workspace;
+use crate::common::llama_server;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use chatgate::proxy::{self, ProxyOptions};
+use chatgate::report::GateReport;
+use chatgate::serve::Fault;
+use gate_workspace::{copy_dir, errors, gate, serve_tiny_chat, single_threaded, Workspace, REPO};
+use serde_json::{json, Value};
+
+const START: &str = "<!-- catch-matrix:start -->";
+const END: &str = "<!-- catch-matrix:end -->";
+/// Gate runs per healthy target.
+const HEALTHY_RUNS: usize = 5;
+
+/// A served copy of tiny-chat for the file faults.
+trait ServedCopy {
+    /// A copy of models/tiny-chat at `served/`, which the smoke suite now serves (`[model] dir`
+    /// and the candle target). What was trained stays the original: `[reference] model`, the SFT
+    /// golden ids and the lock still describe models/tiny-chat.
+    fn served_copy(&self) -> PathBuf;
+}
+
+impl ServedCopy for Workspace {
+    fn served_copy(&self) -> PathBuf {
+        let served = self.path("served");
+        copy_dir(&Path::new(REPO).join("models/tiny-chat"), &served);
+        self.edit_suite(
+            "smoke",
+            "dir = \"../models/tiny-chat\"",
+            "dir = \"../served\"",
+        );
+        self.edit_suite(
+            "smoke",
+            "url = \"candle:../models/tiny-chat\"",
+            "url = \"candle:../served\"",
+        );
+        served
+    }
+}
+
+fn edit_json(path: &Path, f: impl FnOnce(&mut Value)) {
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("read json")).expect("json");
+    f(&mut v);
+    std::fs::write(path, serde_json::to_string_pretty(&v).expect("json")).expect("write json");
+}
+
+/// One fault reproduction and what the gate made of it.
+struct Row {
+    class: &'static str,
+    how: String,
+    boundary: &'static str,
+    check: &'static str,
+    /// `None`: not run here (llama-cpp-python missing).
+    outcome: Option<Outcome>,
+}
+
+struct Outcome {
+    caught: bool,
+    /// What came first instead (for the table) when not caught.
+    instead: String,
+    /// Every error the run raised (for the failure message).
+    errors: Vec<String>,
+}
+
+impl Row {
+    fn new(class: &'static str, how: String, boundary: &'static str, check: &'static str) -> Row {
+        Row {
+            class,
+            how,
+            boundary,
+            check,
+            outcome: None,
+        }
+    }
+    /// Judge a gate run: caught when it exits 1 and the first broken link is the expected one.
+    fn judge(mut self, r: &GateReport) -> Row {
+        let first = r
+            .findings
+            .first_broken()
+            .map(|f| (f.boundary.name().to_string(), f.check.to_string()));
+        let caught = r.exit_code == 1
+            && first.as_ref().map(|(b, c)| (b.as_str(), c.as_str()))
+                == Some((self.boundary, self.check));
+        let instead = match (&first, r.exit_code) {
+            (None, code) => format!("no error (exit {code})"),
+            (Some((b, c)), 1) => format!("`{b}` / `{c}` came first"),
+            (Some((b, c)), code) => format!("`{b}` / `{c}` came first (exit {code})"),
+        };
+        self.outcome = Some(Outcome {
+            caught,
+            instead,
+            errors: errors(r),
+        });
+        self
+    }
+    fn line(&self) -> String {
+        let caught = match &self.outcome {
+            Some(o) if o.caught => "✅".to_string(),
+            Some(o) => format!("❌ {}", o.instead),
+            None => "— not run (llama-cpp-python not installed)".to_string(),
+        };
+        let cells = [
+            self.class.to_string(),
+            self.how.clone(),
+            format!("`{}`", self.boundary),
+            format!("`{}`", self.check),
+            caught,
+        ];
+        let cells: Vec<String> = cells.iter().map(|c| c.replace('|', "\\|")).collect();
+        format!("| {} |", cells.join(" | "))
+    }
+}
+
+/// The BUG-ZOO class, what the fault does, and the boundary and check that must catch it.
+fn serve_fault(f: Fault) -> (&'static str, &'static str, &'static str, &'static str) {
+    match f {
+        Fault::BaseCheckpoint => (
+            "wrong checkpoint",
+            "generates with models/tiny-base while reporting tiny-chat",
+            "checkpoint",
+            "checkpoint.fingerprint",
+        ),
+        Fault::DoubleBos => (
+            "double BOS",
+            "prepends the bos id (`<|endoftext|>`) to every prompt's ids and counts it in usage",
+            "template",
+            "template.server-ids",
+        ),
+        Fault::WrongTemplate => (
+            "serving template ≠ SFT format",
+            "renders chats with a llama-2 `[INST]` template",
+            "template",
+            "template.server-ids",
+        ),
+        Fault::NoGenerationPrompt => (
+            "missing / extra generation prompt",
+            "renders chats with `add_generation_prompt=false`",
+            "template",
+            "template.server-ids",
+        ),
+        Fault::DropEosStop => (
+            "stop set misses the turn terminator",
+            "does not stop on the eos ids",
+            "generation-config",
+            "generation.server-stop",
+        ),
+        Fault::IgnoreTemperature => (
+            "server applies generation_config silently",
+            "applies generation_config.json's sampling over the request's",
+            "generation-config",
+            "generation.sampling-honoured",
+        ),
+        Fault::StreamDropsChunk => (
+            "stream ≠ non-stream",
+            "drops the 2nd content chunk of every stream",
+            "server",
+            "server.stream-parity",
+        ),
+        Fault::UsageLies => (
+            "usage lies",
+            "reports completion_tokens + 3 and prompt_tokens − 1",
+            "server",
+            "server.usage",
+        ),
+        Fault::NoDone => (
+            "SSE framing (server API conformance; no BUG-ZOO row)",
+            "ends streams without `data: [DONE]`",
+            "server",
+            "server.sse-done",
+        ),
+        Fault::SlowFirstToken => (
+            "latency regression",
+            "sleeps 300 ms before the first token",
+            "server",
+            "server.latency-ttft",
+        ),
+        Fault::SlowDecode => (
+            "latency regression",
+            "sleeps 30 ms per generated token",
+            "server",
+            "server.latency-tpot",
+        ),
+        Fault::Nondeterministic => (
+            "nondeterminism at temperature 0",
+            "picks the 2nd-best token at one random step per request",
+            "server",
+            "server.determinism",
+        ),
+    }
+}
+
+/// Every `chatgate serve --fault`, against the smoke suite over loopback.
+async fn serve_rows(rows: &mut Vec<Row>) {
+    for fault in Fault::ALL {
+        let t = Instant::now();
+        let (class, what, boundary, check) = serve_fault(fault);
+        let server = serve_tiny_chat(&[fault]).await;
+        let ws = Workspace::new();
+        let r = gate(ws.suite("smoke"), Some(server.url())).await;
+        server.stop().await.expect("stop");
+        let how = format!("`chatgate serve --fault {fault}`: {what}");
+        rows.push(Row::new(class, how, boundary, check).judge(&r));
+        eprintln!("serve --fault {fault}: {:.1} s", t.elapsed().as_secs_f64());
+    }
+}
+
+/// A llama-2 chat template, as a fine-tune's files end up with when the wrong base's
+/// tokenizer_config.json is copied over.
+const LLAMA2_TEMPLATE: &str = "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'system' %}{{ '<<SYS>>\\n' + message['content'] + '\\n<</SYS>>\\n\\n' }}{% else %}{{ ' ' + message['content'] + eos_token }}{% endif %}{% endfor %}";
+
+type Mutation = fn(&Path);
+
+/// Broken copies of models/tiny-chat, served in-process (candle) while the reference, the SFT
+/// golden ids and the lock still describe the original.
+fn file_faults() -> Vec<(
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    Mutation,
+)> {
+    vec![
+        (
+            "wrong checkpoint",
+            "one byte of model.safetensors flipped (model.gguf untouched)",
+            "checkpoint",
+            "checkpoint.weights-hash",
+            |d| {
+                let p = d.join("model.safetensors");
+                let mut bytes = std::fs::read(&p).expect("weights");
+                let i = bytes.len() - 100; // inside the last tensor's data
+                bytes[i] ^= 0x01;
+                std::fs::write(&p, bytes).expect("write weights");
+            },
+        ),
+        (
+            "tokenizer version drift",
+            "tokenizer.json without its first BPE merge (`Ġ t`)",
+            "tokenizer",
+            "tokenizer.golden-reencode",
+            |d| {
+                edit_json(&d.join("tokenizer.json"), |t| {
+                    let merges = t["model"]["merges"].as_array_mut().expect("merges");
+                    assert_eq!(merges[0], json!(["Ġ", "t"]));
+                    merges.remove(0);
+                })
+            },
+        ),
+        (
+            "pre-tokenizer / space handling drift",
+            "tokenizer.json's ByteLevel pre-tokenizer with `add_prefix_space: true`",
+            "tokenizer",
+            "tokenizer.fingerprint",
+            |d| {
+                edit_json(&d.join("tokenizer.json"), |t| {
+                    t["pre_tokenizer"]["add_prefix_space"] = json!(true)
+                })
+            },
+        ),
+        (
+            "double BOS",
+            "chat template prefixed with `<|endoftext|>` (config.json's bos_token_id; the SFT ids start without it)",
+            "template",
+            "template.parity",
+            |d| {
+                edit_json(&d.join("tokenizer_config.json"), |t| {
+                    let tpl = t["chat_template"].as_str().expect("template").to_string();
+                    t["chat_template"] = json!(format!("<|endoftext|>{tpl}"));
+                })
+            },
+        ),
+        (
+            "serving template ≠ SFT format",
+            "a llama-2 `[INST]` chat template in tokenizer_config.json instead of ChatML",
+            "template",
+            "template.parity",
+            |d| {
+                edit_json(&d.join("tokenizer_config.json"), |t| {
+                    t["chat_template"] = json!(LLAMA2_TEMPLATE)
+                })
+            },
+        ),
+        (
+            "stop set misses the turn terminator",
+            "eos is `<|endoftext|>` in generation_config.json (`eos_token_id: [0]`), tokenizer_config.json and special_tokens_map.json; turns end with `<|im_end|>`",
+            "generation-config",
+            "generation.stop-set",
+            |d| {
+                edit_json(&d.join("generation_config.json"), |g| {
+                    g["eos_token_id"] = json!([0])
+                });
+                edit_json(&d.join("tokenizer_config.json"), |t| {
+                    t["eos_token"] = json!("<|endoftext|>")
+                });
+                edit_json(&d.join("special_tokens_map.json"), |t| {
+                    t["eos_token"] = json!("<|endoftext|>")
+                });
+            },
+        ),
+        (
+            "stop token inside the reply",
+            "`+` (id 13) added to generation_config.json's `eos_token_id`",
+            "generation-config",
+            "generation.stop-inside-reply",
+            |d| {
+                edit_json(&d.join("generation_config.json"), |g| {
+                    g["eos_token_id"] = json!([2, 0, 13])
+                })
+            },
+        ),
+        (
+            "server applies generation_config silently",
+            "generation_config.json `temperature: 1.0` (the suite expects 0.7)",
+            "generation-config",
+            "generation.defaults",
+            |d| {
+                edit_json(&d.join("generation_config.json"), |g| {
+                    g["temperature"] = json!(1.0)
+                })
+            },
+        ),
+    ]
+}
+
+async fn file_rows(rows: &mut Vec<Row>) {
+    for (class, what, boundary, check, mutate) in file_faults() {
+        let t = Instant::now();
+        let ws = Workspace::new();
+        mutate(&ws.served_copy());
+        let r = gate(ws.suite("smoke"), None).await;
+        let how = format!("served copy of tiny-chat (in-process): {what}");
+        rows.push(Row::new(class, how, boundary, check).judge(&r));
+        eprintln!("file fault {class}: {:.1} s", t.elapsed().as_secs_f64());
+    }
+}
+
+/// The app calls another endpoint than the contract's: recorded through `chatgate proxy` in
+/// front of a healthy `chatgate serve`, then gated with `[client] recording`.
+async fn client_row(rows: &mut Vec<Row>) {
+    let t = Instant::now();
+    let server = serve_tiny_chat(&[]).await;
+    let ws = Workspace::new();
+    let recording = ws.path("client.jsonl");
+    let proxy = proxy::start(
+        &ProxyOptions {
+            upstream: server.url(),
+            record: Some(recording.clone()),
+            hostile: None,
+        },
+        "127.0.0.1:0",
+    )
+    .await
+    .expect("the proxy binds");
+    let reply = reqwest::Client::new()
+        .post(format!("{}/v1/completions", proxy.url()))
+        .json(&json!({"model": "tiny-chat", "prompt": "What is 3+4?", "max_tokens": 8, "temperature": 0}))
+        .send()
+        .await
+        .expect("the app's request goes through");
+    assert!(reply.status().is_success(), "{}", reply.status());
+    proxy.stop().await.expect("stop the proxy");
+    let suite = ws.suite("smoke");
+    let mut text = std::fs::read_to_string(&suite).expect("suite");
+    text.push_str("\n[client]\nrecording = \"../client.jsonl\"\n");
+    std::fs::write(&suite, text).expect("write suite");
+    let r = gate(suite, Some(server.url())).await;
+    server.stop().await.expect("stop");
+    let how = "`chatgate proxy --record` in front of a healthy `chatgate serve`; the app posts to `/v1/completions` instead of `/v1/chat/completions`".to_string();
+    rows.push(Row::new("client drift", how, "client", "client.endpoint").judge(&r));
+    eprintln!("client drift: {:.1} s", t.elapsed().as_secs_f64());
+}
+
+async fn start_llama(
+    python: &Path,
+    gguf: &Path,
+    extra: &[&'static str],
+) -> llama_server::LlamaServer {
+    let (python, gguf, extra) = (python.to_path_buf(), gguf.to_path_buf(), extra.to_vec());
+    tokio::task::spawn_blocking(move || {
+        llama_server::LlamaServer::start(&python, &gguf, "tiny-chat", &extra)
+    })
+    .await
+    .expect("llama-cpp-python start task")
+}
+
+/// Real faults on a real llama-cpp-python server, gated with suites/llama-cpp-python.toml.
+async fn real_rows(rows: &mut Vec<Row>, python: Option<&Path>) {
+    let chat_gguf = Path::new(REPO).join("models/tiny-chat/model.gguf");
+    let llama2 = Row::new(
+        "serving template ≠ SFT format",
+        "llama-cpp-python `--chat_format llama-2` over tiny-chat's GGUF".into(),
+        "template",
+        "template.prompt-tokens",
+    );
+    let base = Row::new(
+        "wrong checkpoint",
+        "llama-cpp-python serving models/tiny-base/model.gguf as tiny-chat".into(),
+        "checkpoint",
+        "checkpoint.fingerprint",
+    );
+    let eos = Row::new(
+        "stop set misses the turn terminator",
+        "llama-cpp-python over a copy of tiny-chat's GGUF with `tokenizer.ggml.eos_token_id = 0`, which the suite serves and locks".into(),
+        "generation-config",
+        "generation.stop-set",
+    );
+    let Some(python) = python else {
+        rows.extend([llama2, base, eos]);
+        return;
+    };
+
+    let t = Instant::now();
+    let server = start_llama(python, &chat_gguf, &["--chat_format", "llama-2"]).await;
+    let ws = Workspace::new();
+    let r = gate(ws.suite("llama-cpp-python"), Some(server.url.clone())).await;
+    drop(server);
+    rows.push(llama2.judge(&r));
+    eprintln!(
+        "llama-cpp-python llama-2: {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+
+    let t = Instant::now();
+    let base_gguf = Path::new(REPO).join("models/tiny-base/model.gguf");
+    let server = start_llama(python, &base_gguf, &[]).await;
+    let ws = Workspace::new();
+    let r = gate(ws.suite("llama-cpp-python"), Some(server.url.clone())).await;
+    drop(server);
+    rows.push(base.judge(&r));
+    eprintln!(
+        "llama-cpp-python tiny-base: {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+
+    let t = Instant::now();
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.path("patched")).expect("mkdir");
+    let patched = ws.path("patched/model.gguf");
+    llama_server::gguf_with_eos(&chat_gguf, 0, &patched);
+    ws.edit_suite(
+        "llama-cpp-python",
+        "dir = \"../models/tiny-chat/model.gguf\"",
+        "dir = \"../patched/model.gguf\"",
+    );
+    // The lock pins the healthy file: this is the file the team converted and means to serve.
+    let lock = assert_cmd::Command::cargo_bin("chatgate")
+        .expect("the chatgate binary")
+        .args(["lock", "--update"])
+        .arg(ws.suite("llama-cpp-python"))
+        .output()
+        .expect("chatgate lock runs");
+    assert!(
+        lock.status.success(),
+        "chatgate lock --update failed: {}{}",
+        String::from_utf8_lossy(&lock.stdout),
+        String::from_utf8_lossy(&lock.stderr)
+    );
+    let server = start_llama(python, &patched, &[]).await;
+    let r = gate(ws.suite("llama-cpp-python"), Some(server.url.clone())).await;
+    drop(server);
+    rows.push(eos.judge(&r));
+    eprintln!("llama-cpp-python eos 0: {:.1} s", t.elapsed().as_secs_f64());
+}
+
+/// Healthy targets, each gated `HEALTHY_RUNS` times.
+struct Healthy {
+    runs: usize,
+    targets: Vec<&'static str>,
+    /// Error findings over every run.
+    errors: usize,
+    /// One message per run that exited non-zero or raised an error.
+    failures: Vec<String>,
+}
+
+impl Healthy {
+    fn record(&mut self, target: &str, run: usize, r: &GateReport) {
+        self.runs += 1;
+        let errs = errors(r);
+        self.errors += errs.len();
+        if r.exit_code != 0 || !errs.is_empty() {
+            self.failures.push(format!(
+                "healthy {target}, run {run}: exit {}\n  {}",
+                r.exit_code,
+                errs.join("\n  ")
+            ));
+        }
+    }
+}
+
+async fn healthy_runs(python: Option<&Path>) -> Healthy {
+    let mut h = Healthy {
+        runs: 0,
+        targets: Vec::new(),
+        errors: 0,
+        failures: Vec::new(),
+    };
+    let t = Instant::now();
+    single_threaded();
+    let ws = Workspace::new();
+    h.targets.push("in-process candle");
+    for run in 0..HEALTHY_RUNS {
+        let r = gate(ws.suite("smoke"), None).await;
+        h.record("in-process", run, &r);
+    }
+    eprintln!("healthy in-process: {:.1} s", t.elapsed().as_secs_f64());
+
+    let t = Instant::now();
+    let server = serve_tiny_chat(&[]).await;
+    h.targets.push("`chatgate serve` over loopback");
+    for run in 0..HEALTHY_RUNS {
+        let r = gate(ws.suite("smoke"), Some(server.url())).await;
+        h.record("chatgate serve", run, &r);
+    }
+    server.stop().await.expect("stop");
+    eprintln!("healthy chatgate serve: {:.1} s", t.elapsed().as_secs_f64());
+
+    if let Some(python) = python {
+        let t = Instant::now();
+        let chat_gguf = Path::new(REPO).join("models/tiny-chat/model.gguf");
+        let server = start_llama(python, &chat_gguf, &[]).await;
+        h.targets.push("llama-cpp-python");
+        for run in 0..HEALTHY_RUNS {
+            let r = gate(ws.suite("llama-cpp-python"), Some(server.url.clone())).await;
+            h.record("llama-cpp-python", run, &r);
+        }
+        drop(server);
+        eprintln!(
+            "healthy llama-cpp-python: {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    h
+}
+
+fn table(rows: &[Row], healthy: &Healthy) -> String {
+    let mut s = String::from(
+        "| fault class (BUG-ZOO) | how it is reproduced | expected boundary | expected check | caught |\n|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        s.push_str(&r.line());
+        s.push('\n');
+    }
+    let alarms = healthy.failures.len();
+    s.push_str(&format!(
+        "\nHealthy: {} gate runs on {} targets ({} each: {}), {} error findings (false-alarm rate {}).\n",
+        healthy.runs,
+        healthy.targets.len(),
+        HEALTHY_RUNS,
+        healthy.targets.join(", "),
+        healthy.errors,
+        if alarms == 0 {
+            "0".to_string()
+        } else {
+            format!("{alarms}/{} runs", healthy.runs)
+        }
+    ));
+    s
+}
+
+/// The README and the byte range of its catch-matrix block (between the marker lines).
+fn readme_block() -> (String, std::ops::Range<usize>) {
+    let path = Path::new(REPO).join("README.md");
+    let text = std::fs::read_to_string(&path).expect("README.md");
+    let start = text.find(START).expect("the README has the start marker") + START.len() + 1;
+    let end = text.find(END).expect("the README has the end marker");
+    assert!(
+        start <= end,
+        "the README's catch-matrix markers are out of order"
+    );
+    (text, start..end)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catch_matrix() {
+    single_threaded();
+    let started = Instant::now();
+    let python = llama_server::python();
+    let mut rows = Vec::new();
+    serve_rows(&mut rows).await;
+    file_rows(&mut rows).await;
+    client_row(&mut rows).await;
+    real_rows(&mut rows, python.as_deref()).await;
+    let healthy = healthy_runs(python.as_deref()).await;
+    let generated = table(&rows, &healthy);
+    eprintln!(
+        "catch matrix ran in {:.1} s:\n\n{generated}",
+        started.elapsed().as_secs_f64()
+    );
+
+    // Every row that ran is caught where it should be; no healthy run raises an error.
+    let mut problems: Vec<String> = Vec::new();
+    for r in &rows {
+        if let Some(o) = r.outcome.as_ref().filter(|o| !o.caught) {
+            problems.push(format!(
+                "{} — {}: expected {} / {}, {}; errors:\n  {}",
+                r.class,
+                r.how,
+                r.boundary,
+                r.check,
+                o.instead,
+                o.errors.join("\n  ")
+            ));
+        }
+    }
+    problems.extend(healthy.failures.iter().cloned());
+    assert!(
+        problems.is_empty(),
+        "the catch matrix has failures:\n{}\n\n{generated}",
+        problems.join("\n\n")
+    );
+
+    // The README carries the table of a run where every row ran.
+    let all_ran = rows.iter().all(|r| r.outcome.is_some());
+    let (readme, block) = readme_block();
+    let current = &readme[block.clone()];
+    let bless = std::env::var_os("CHATGATE_BLESS").is_some_and(|v| v == "1");
+    if !all_ran {
+        assert!(
+            !bless,
+            "CHATGATE_BLESS=1, but the real-server rows did not run (llama-cpp-python is not installed): the README block is only written from a run where every row ran; set CHATGATE_LLAMA_PYTHON"
+        );
+        let missing: Vec<String> = rows
+            .iter()
+            .filter(|r| r.outcome.is_some())
+            .map(Row::line)
+            .filter(|l| !current.lines().any(|c| c == l))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "these rows differ from the README's catch matrix (the block between {START} and {END}):\n{}\n\nThe README block is only regenerated (CHATGATE_BLESS=1) from a run where every row ran, and the real-server rows need llama-cpp-python (CHATGATE_LLAMA_PYTHON). This run's partial table:\n\n{generated}",
+            missing.join("\n")
+        );
+        eprintln!("the rows that ran agree with the README; the real-server rows were not checked");
+        return;
+    }
+    if current != generated {
+        if bless {
+            let mut text = readme.clone();
+            text.replace_range(block, &generated);
+            std::fs::write(Path::new(REPO).join("README.md"), text).expect("write README.md");
+            eprintln!("README.md: catch matrix rewritten (CHATGATE_BLESS=1)");
+        } else {
+            panic!(
+                "README.md's catch matrix (between {START} and {END}) differs from this run's; rerun with CHATGATE_BLESS=1 to rewrite it. Generated:\n\n{generated}\nREADME has:\n\n{current}"
+            );
+        }
+    }
+}

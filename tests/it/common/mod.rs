@@ -1,0 +1,5 @@
+//! Helpers the integration tests share.
+pub mod gate_workspace;
+pub mod gguf_writer;
+pub mod llama_server;
+pub mod skip;

@@ -1,0 +1,387 @@
+//! The whole gate over real loopback HTTP against the real `chatgate serve` (in-process, the
+//! committed tiny-chat model), plus the main job on the in-process candle target. Every
+//! `chatgate serve --fault` is gated in tests/catch_matrix.rs (with the file and real-server
+//! faults), which also builds the README's catch matrix.
+//!
+//! Each test runs on a copy of suites/smoke.toml and snapshots/smoke in a temporary folder, so
+//! pending `.snap.new` files never land in the repository.
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use chatgate::report::{GateReport, PromptStatus};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common::gate_workspace;
+use gate_workspace::{errors, gate, serve_tiny_chat, single_threaded, Workspace};
+
+async fn gate_smoke(ws: &Workspace, target: Option<String>) -> GateReport {
+    gate(ws.suite("smoke"), target).await
+}
+
+fn first_broken(r: &GateReport) -> Option<(String, String)> {
+    r.findings
+        .first_broken()
+        .map(|f| (f.boundary.name().to_string(), f.check.to_string()))
+}
+
+fn pending_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".snap.new"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn main_job_passes_in_process_and_writes_nothing() {
+    single_threaded();
+    let ws = Workspace::new();
+    let r = gate_smoke(&ws, None).await;
+    assert_eq!(r.exit_code, 0, "{}", errors(&r).join("\n"));
+    assert!(r.target.starts_with("candle:"), "{}", r.target);
+    assert_eq!(r.prompts.len(), 12);
+    assert!(r.prompts.iter().all(|p| p.status == PromptStatus::Pass));
+    assert!(!r.latency.is_empty(), "the smoke suite measures latency");
+    assert!(pending_files(&ws.snapshots()).is_empty());
+}
+
+/// Healthy server: exit 0, and the same verdicts over five reruns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_server_passes_identically_five_times() {
+    let server = serve_tiny_chat(&[]).await;
+    let ws = Workspace::new();
+    let mut seen: Option<Vec<String>> = None;
+    for run in 0..5 {
+        let r = gate_smoke(&ws, Some(server.url())).await;
+        assert_eq!(r.exit_code, 0, "run {run}:\n{}", errors(&r).join("\n"));
+        // What must not change between reruns: every check's verdict and every prompt's status.
+        let mut verdicts: Vec<String> = r
+            .findings
+            .0
+            .iter()
+            .map(|f| format!("{} {} {:?}", f.boundary.name(), f.check, f.severity))
+            .collect();
+        verdicts.extend(
+            r.prompts
+                .iter()
+                .map(|p| format!("{} {:?} {}", p.id, p.status, p.detail)),
+        );
+        match &seen {
+            None => seen = Some(verdicts),
+            Some(first) => assert_eq!(first, &verdicts, "run {run} differs"),
+        }
+        assert!(r.findings.0.iter().any(|f| f.check == "server.determinism"));
+    }
+    server.stop().await.expect("stop");
+}
+
+/// A tampered snapshot fails the gate with a readable diff and is left exactly as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tampered_snapshot_fails_and_stays_untouched() {
+    single_threaded();
+    let ws = Workspace::new();
+    let snap = ws.snapshots().join("add.snap");
+    let text = std::fs::read_to_string(&snap).expect("add.snap exists");
+    assert!(text.contains("3+4 is 7."), "{text}");
+    let tampered = text.replacen("3+4 is 7.", "3+4 is 8.", 1);
+    std::fs::write(&snap, &tampered).expect("tamper");
+    let before = std::fs::metadata(&snap)
+        .and_then(|m| m.modified())
+        .expect("mtime");
+    let r = gate_smoke(&ws, None).await;
+    assert_eq!(r.exit_code, 1);
+    assert_eq!(
+        first_broken(&r),
+        Some(("replay".into(), "replay.snapshots".into())),
+        "{}",
+        errors(&r).join("\n")
+    );
+    let add = r
+        .prompts
+        .iter()
+        .find(|p| p.id == "add")
+        .expect("prompt add");
+    assert_eq!(add.status, PromptStatus::Changed);
+    let diff = add.diff.as_deref().expect("a diff");
+    assert!(
+        diff.contains("3+4 is 8.") && diff.contains("3+4 is 7."),
+        "{diff}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&snap).expect("still there"),
+        tampered
+    );
+    assert_eq!(
+        std::fs::metadata(&snap)
+            .and_then(|m| m.modified())
+            .expect("mtime"),
+        before
+    );
+    assert_eq!(
+        pending_files(&ws.snapshots()),
+        vec!["add.snap.new".to_string()]
+    );
+    // Only `add` changed: every other prompt still passes.
+    assert_eq!(
+        r.prompts
+            .iter()
+            .filter(|p| p.status != PromptStatus::Pass)
+            .count(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_listening_is_exit_3() {
+    let ws = Workspace::new();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let r = gate_smoke(&ws, Some(format!("http://127.0.0.1:{port}"))).await;
+    assert_eq!(r.exit_code, 3, "{}", errors(&r).join("\n"));
+    assert_eq!(
+        first_broken(&r).map(|b| b.1),
+        Some("server.reachable".into())
+    );
+}
+
+/// A raw TCP server that runs `reply` on every connection.
+async fn raw_server<F, Fut>(reply: F) -> String
+where
+    F: Fn(tokio::net::TcpStream, String) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let reply = std::sync::Arc::new(reply);
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let reply = reply.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let mut head = Vec::new();
+                // Read the request head (and whatever body came with it).
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let first = String::from_utf8_lossy(&head)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                reply(sock, first).await;
+            });
+        }
+    });
+    url
+}
+
+fn http_json(body: &str) -> String {
+    format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
+}
+
+const MODELS: &str = r#"{"object":"list","data":[{"id":"tiny-chat","object":"model"}]}"#;
+
+fn short_timeouts(ws: &Workspace) {
+    ws.edit_suite(
+        "smoke",
+        "model = \"tiny-chat\"\n",
+        "model = \"tiny-chat\"\nconnect_timeout_s = 2\nread_timeout_s = 1\ntotal_timeout_s = 2\n",
+    );
+}
+
+/// A server that answers /v1/models, then never answers a chat: the gate ends within its
+/// timeouts with a clear finding or exit 3, never hangs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_that_never_answers_does_not_hang_the_gate() {
+    let url = raw_server(|mut sock, first| async move {
+        if first.contains("/v1/models") {
+            let _ = sock.write_all(http_json(MODELS).as_bytes()).await;
+        } else {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+    })
+    .await;
+    let ws = Workspace::new();
+    short_timeouts(&ws);
+    let started = Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(240), gate_smoke(&ws, Some(url)))
+        .await
+        .expect("the gate must end by itself");
+    assert!(r.exit_code == 1 || r.exit_code == 3, "exit {}", r.exit_code);
+    assert!(
+        r.findings
+            .0
+            .iter()
+            .any(|f| f.check == "server.responds" || f.check == "server.reachable"),
+        "{}",
+        errors(&r).join("\n")
+    );
+    eprintln!(
+        "never-answering server: gate ended in {:?}",
+        started.elapsed()
+    );
+}
+
+/// A server killed mid-stream and one that sends garbage instead of SSE: findings, no panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_streams_are_findings() {
+    let url = raw_server(|mut sock, first| async move {
+        if first.contains("/v1/models") {
+            let _ = sock.write_all(http_json(MODELS).as_bytes()).await;
+            return;
+        }
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        let _ = sock.write_all(head.as_bytes()).await;
+        // Half a chunk, then garbage, then the connection drops without [DONE].
+        let _ = sock.write_all(b"data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"3+4\"}}]}\n\ndata: not json at all\n\ndata: {\"choices\":[{\"delta\":{\"cont").await;
+        let _ = sock.shutdown().await;
+    })
+    .await;
+    let ws = Workspace::new();
+    short_timeouts(&ws);
+    let r = tokio::time::timeout(Duration::from_secs(240), gate_smoke(&ws, Some(url)))
+        .await
+        .expect("the gate must end by itself");
+    assert!(r.exit_code == 1 || r.exit_code == 3, "exit {}", r.exit_code);
+    assert!(
+        r.findings.0.iter().any(
+            |f| f.boundary.name() == "server" && f.severity == chatgate::chain::Severity::Error
+        ),
+        "{}",
+        errors(&r).join("\n")
+    );
+}
+
+/// A snapshot answers one question: editing the prompt asks for a review even when the reply
+/// comes out the same, and shows what changed in the prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_prompt_asks_for_review_even_with_the_same_reply() {
+    single_threaded();
+    let ws = Workspace::new();
+    let prompts = ws.path("suites/smoke.prompts.jsonl");
+    let text = std::fs::read_to_string(&prompts).expect("prompts");
+    assert!(text.contains("What color is the sky?"), "{text}");
+    std::fs::write(
+        &prompts,
+        text.replace("What color is the sky?", "What colour is the sky?"),
+    )
+    .expect("edit the prompt");
+    let snap = ws.snapshots().join("sky.snap");
+    let accepted = std::fs::read_to_string(&snap).expect("sky.snap");
+
+    let r = gate_smoke(&ws, None).await;
+    assert_eq!(r.exit_code, 1, "{}", errors(&r).join("\n"));
+    let sky = r.prompts.iter().find(|p| p.id == "sky").expect("sky");
+    assert_eq!(sky.status, PromptStatus::Changed, "{}", sky.detail);
+    assert!(sky.detail.contains("the prompt changed"), "{}", sky.detail);
+    let diff = sky.diff.as_deref().expect("a diff");
+    assert!(
+        diff.contains("What color is the sky?") && diff.contains("What colour is the sky?"),
+        "{diff}"
+    );
+    let others: Vec<_> = r
+        .prompts
+        .iter()
+        .filter(|p| p.id != "sky" && p.status != PromptStatus::Pass)
+        .map(|p| &p.id)
+        .collect();
+    assert!(others.is_empty(), "only sky changed: {others:?}");
+    assert_eq!(pending_files(&ws.snapshots()), vec!["sky.snap.new"]);
+    assert_eq!(std::fs::read_to_string(&snap).expect("sky.snap"), accepted);
+}
+
+/// One model under test: `--target candle:DIR` runs the offline chain on DIR, so a broken copy
+/// is caught at its template, not passed because `[model] dir` is fine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candle_target_dir_is_the_model_the_offline_chain_checks() {
+    single_threaded();
+    let ws = Workspace::new();
+    let other = ws.path("other-model");
+    gate_workspace::copy_dir(
+        &Path::new(gate_workspace::REPO).join("models/tiny-chat"),
+        &other,
+    );
+    let config = other.join("tokenizer_config.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).expect("config")).expect("json");
+    let template = json["chat_template"]
+        .as_str()
+        .expect("a template")
+        .to_string();
+    json["chat_template"] = format!("Chat:\n{template}").into();
+    std::fs::write(&config, json.to_string()).expect("break the template");
+
+    let r = gate_smoke(&ws, Some(format!("candle:{}", other.display()))).await;
+    assert_eq!(r.exit_code, 1, "{}", errors(&r).join("\n"));
+    assert_eq!(
+        first_broken(&r).map(|(b, _)| b),
+        Some("template".to_string()),
+        "{}",
+        errors(&r).join("\n")
+    );
+    let note = r
+        .findings
+        .0
+        .iter()
+        .find(|f| f.check == "checkpoint.model-dir")
+        .expect("the report says which directory was checked");
+    assert!(note.message.contains("other-model"), "{}", note.message);
+}
+
+/// `[server] skip` silences any check, offline ones included; an unknown id is bad input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skip_applies_to_offline_checks_and_unknown_ids_are_refused() {
+    single_threaded();
+    let ws = Workspace::new();
+    let before = gate_smoke(&ws, None).await;
+    assert!(before
+        .findings
+        .0
+        .iter()
+        .any(|f| f.check == "tokenizer.round-trip"));
+    ws.edit_suite(
+        "smoke",
+        "[server]\n",
+        "[server]\nskip = [\"tokenizer.round-trip\"]\n",
+    );
+    let after = gate_smoke(&ws, None).await;
+    assert_eq!(after.exit_code, 0, "{}", errors(&after).join("\n"));
+    assert!(!after
+        .findings
+        .0
+        .iter()
+        .any(|f| f.check == "tokenizer.round-trip"));
+
+    ws.edit_suite("smoke", "tokenizer.round-trip", "tokenizer.roundtrip");
+    let e = chatgate::gate::run(&chatgate::gate::GateOptions {
+        suite: ws.suite("smoke"),
+        ..Default::default()
+    })
+    .await
+    .expect_err("an unknown check id is bad input");
+    assert_eq!(e.exit_code(), 2);
+    assert!(e.to_string().contains("tokenizer.round-trip"), "{e}");
+}
+
+/// `[target]` without `url` targets `[model] dir` in-process, as suites/example.toml says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_section_without_url_runs_the_model_in_process() {
+    single_threaded();
+    let ws = Workspace::new();
+    ws.edit_suite("smoke", "url = \"candle:../models/tiny-chat\"\n", "");
+    let r = gate_smoke(&ws, None).await;
+    assert_eq!(r.exit_code, 0, "{}", errors(&r).join("\n"));
+    assert!(r.target.starts_with("candle:"), "{}", r.target);
+}

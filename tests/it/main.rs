@@ -1,0 +1,27 @@
+//! The integration tests, one binary: linking candle, tokenizers, tokio and axum once instead of
+//! once per file took a cold `cargo test --release` from ~22 min to the figure in the README.
+//! Each file is a module named after what it tests.
+mod common;
+
+mod artifacts_gguf_vocab;
+mod artifacts_models;
+mod catch_matrix;
+mod check_faults;
+mod cli_errors;
+mod gate_e2e;
+mod http_target;
+mod inspect_cli;
+mod latency_lib;
+mod models_tiny;
+mod proxy_client;
+mod real_servers;
+mod render_contract;
+mod report_formats;
+mod serve_http;
+mod snapshot_workflow;
+mod sse_reader;
+mod target_architectures;
+mod target_candle;
+mod template_behaviour;
+mod template_goldens;
+mod template_reference;

@@ -1,0 +1,159 @@
+//! The gate against a server chatgate did not write: llama-cpp-python serving the committed
+//! GGUF of models/tiny-chat on loopback. The gate must pass — its replies equal the candle
+//! reference's snapshots — and report the server's known quirks (servers.md) as findings of the
+//! right severity, never as failures. (Real faults on this server are rows of the catch matrix.)
+use crate::common::llama_server;
+
+use std::path::Path;
+
+use chatgate::chain::Severity;
+use chatgate::gate::{self, GateOptions};
+use chatgate::report::{GateReport, PromptStatus};
+use llama_server::{LlamaServer, REPO};
+
+fn severity_of(r: &GateReport, check: &str) -> Option<Severity> {
+    r.findings
+        .0
+        .iter()
+        .find(|f| f.check == check)
+        .map(|f| f.severity)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama_cpp_python_passes_the_gate_and_its_quirks_are_findings() {
+    std::env::set_var("CANDLE_NUM_THREADS", "1");
+    std::env::set_var("RAYON_NUM_THREADS", "1");
+    let Some(python) = llama_server::python() else {
+        return;
+    };
+    let gguf = Path::new(REPO).join("models/tiny-chat/model.gguf");
+    let server = LlamaServer::start(&python, &gguf, "tiny-chat", &[]);
+    // Read-only: a passing gate writes nothing, so the repository's suite and snapshots serve.
+    let r = gate::run(&GateOptions {
+        suite: Path::new(REPO).join("suites/llama-cpp-python.toml"),
+        target: Some(server.url.clone()),
+        update: false,
+        progress: false,
+    })
+    .await
+    .expect("the gate runs");
+    let errors: Vec<String> = r
+        .findings
+        .0
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .map(|f| format!("{}: {} {:?}", f.check, f.message, f.evidence))
+        .collect();
+    assert_eq!(r.exit_code, 0, "errors: {errors:#?}");
+    // Every replayed greedy prompt equals the candle reference's accepted snapshot.
+    assert_eq!(r.prompts.len(), 11);
+    assert!(r.prompts.iter().all(|p| p.status == PromptStatus::Pass));
+    // The fingerprint really compared logprobs with the local reference.
+    assert_eq!(
+        severity_of(&r, "checkpoint.fingerprint"),
+        Some(Severity::Pass)
+    );
+    assert_eq!(
+        severity_of(&r, "template.prompt-tokens"),
+        Some(Severity::Pass)
+    );
+    // servers.md's quirks, each reported, none failing the gate:
+    assert_eq!(
+        severity_of(&r, "server.include-usage"),
+        Some(Severity::Warning),
+        "include_usage is ignored"
+    );
+    assert_eq!(
+        severity_of(&r, "server.usage"),
+        Some(Severity::Info),
+        "completion_tokens leaves out the EOS"
+    );
+    assert_eq!(
+        severity_of(&r, "server.health"),
+        Some(Severity::Info),
+        "there is no /health"
+    );
+    assert_eq!(
+        severity_of(&r, "server.bad-requests"),
+        Some(Severity::Warning),
+        "500s for bad requests"
+    );
+    let bad = r
+        .findings
+        .0
+        .iter()
+        .find(|f| f.check == "server.bad-requests")
+        .expect("finding");
+    assert!(
+        bad.evidence.values().any(|v| v.contains("HTTP 500")),
+        "{:?}",
+        bad.evidence
+    );
+    assert!(
+        std::fs::read_dir(Path::new(REPO).join("snapshots/smoke"))
+            .expect("snapshots")
+            .all(|e| !e
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".snap.new")),
+        "a passing gate leaves no pending snapshot"
+    );
+}
+
+/// The same quirks made strict by the suite fail the gate (informative findings fail only a
+/// suite that asks for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strict_suite_fails_on_a_quirk() {
+    std::env::set_var("CANDLE_NUM_THREADS", "1");
+    std::env::set_var("RAYON_NUM_THREADS", "1");
+    let Some(python) = llama_server::python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::create_dir_all(dir.path().join("suites")).expect("mkdir");
+    for f in [
+        "llama-cpp-python.toml",
+        "smoke.prompts.jsonl",
+        "llama-cpp-python.lock.json",
+    ] {
+        std::fs::copy(
+            Path::new(REPO).join("suites").join(f),
+            dir.path().join("suites").join(f),
+        )
+        .expect("copy");
+    }
+    std::os::unix::fs::symlink(Path::new(REPO).join("models"), dir.path().join("models"))
+        .expect("link");
+    std::os::unix::fs::symlink(
+        Path::new(REPO).join("snapshots"),
+        dir.path().join("snapshots"),
+    )
+    .expect("link");
+    let suite = dir.path().join("suites/llama-cpp-python.toml");
+    let text = std::fs::read_to_string(&suite).expect("suite");
+    std::fs::write(
+        &suite,
+        text.replace(
+            "[server]\n",
+            "[server]\nstrict = [\"server.include-usage\"]\n",
+        ),
+    )
+    .expect("write");
+    let gguf = Path::new(REPO).join("models/tiny-chat/model.gguf");
+    let server = LlamaServer::start(&python, &gguf, "tiny-chat", &[]);
+    let r = gate::run(&GateOptions {
+        suite,
+        target: Some(server.url.clone()),
+        update: false,
+        progress: false,
+    })
+    .await
+    .expect("the gate runs");
+    assert_eq!(r.exit_code, 1);
+    let first = r.findings.first_broken().expect("a failure");
+    assert_eq!(
+        (first.boundary.name(), first.check),
+        ("server", "server.include-usage")
+    );
+}

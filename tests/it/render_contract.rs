@@ -1,0 +1,231 @@
+//! The `chatgate render` contract on real model directories: text equal to transformers'
+//! apply_chat_template and ids equal to tokenizers' encode(text, add_special_tokens=false), for
+//! every model golden in tests/corpus/goldens, and for the fixture's SFT rows (produced by
+//! transformers itself, assistant masks included).
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use chatgate::cli::render::{render, RenderOutput};
+use chatgate::cli::{Format, RenderArgs};
+use serde_json::{json, Value};
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus")
+}
+
+fn args(model: &Path, messages: &Path, add_generation_prompt: bool) -> RenderArgs {
+    RenderArgs {
+        model: Some(model.to_path_buf()),
+        template: None,
+        messages: messages.to_path_buf(),
+        add_generation_prompt,
+        continue_final_message: false,
+        bos_token: None,
+        eos_token: None,
+        format: Format::Json,
+    }
+}
+
+/// The model golden's directory; the Qwen golden names a sub-folder the corpus flattened.
+fn model_dir(source_path: &str) -> PathBuf {
+    let p = corpus().join(source_path);
+    if p.is_dir() {
+        p
+    } else {
+        p.parent().unwrap().to_path_buf()
+    }
+}
+
+#[test]
+fn every_model_golden_text_and_ids() {
+    let convs: Vec<Value> = serde_json::from_str(
+        &fs::read_to_string(corpus().join("goldens/conversations.json")).unwrap(),
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for entry in fs::read_dir(corpus().join("goldens")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if !name.starts_with("model__") {
+            continue;
+        }
+        let golden: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        let dir = model_dir(golden["source"]["path"].as_str().unwrap());
+        for case in golden["cases"].as_array().unwrap() {
+            let id = case["id"].as_str().unwrap();
+            let conv = convs.iter().find(|c| c["id"] == id).unwrap();
+            let mut doc = json!({"messages": conv["messages"]});
+            if let Some(t) = conv.get("tools") {
+                doc["tools"] = t.clone();
+            }
+            let file = tmp.path().join(format!("{id}.json"));
+            fs::write(&file, doc.to_string()).unwrap();
+            let agp = case["add_generation_prompt"].as_bool().unwrap();
+            let label = format!("{name} {id} agp={agp}");
+            checked += 1;
+            match (render(&args(&dir, &file, agp)), case.get("error")) {
+                (Ok(out), None) => compare(&label, &out, case, &mut failures),
+                (Err(_), Some(_)) => {}
+                (Ok(out), Some(e)) => failures.push(format!(
+                    "{label}: transformers raised {e}, we rendered {:?}",
+                    out.text
+                )),
+                (Err(e), None) => failures.push(format!("{label}: we failed: {e}")),
+            }
+        }
+    }
+    assert!(checked >= 100, "only {checked} cases found");
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} model-golden cases differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn compare(label: &str, out: &RenderOutput, case: &Value, failures: &mut Vec<String>) {
+    if out.text != case["text"].as_str().unwrap() {
+        failures.push(format!(
+            "{label}: text differs\n  want {:?}\n  got  {:?}",
+            case["text"], out.text
+        ));
+        return;
+    }
+    let want: Vec<u32> = serde_json::from_value(case["ids_tokenizers"].clone()).unwrap();
+    let got = out
+        .encoding
+        .as_ref()
+        .map(|e| e.get_ids().to_vec())
+        .unwrap_or_default();
+    if got != want {
+        failures.push(format!(
+            "{label}: ids differ\n  want {want:?}\n  got  {got:?}"
+        ));
+    }
+}
+
+/// Tokens whose characters intersect the assistant spans, as transformers builds
+/// `assistant_masks` (char_to_token(start) ..= char_to_token(end - 1)).
+fn mask_from_spans(out: &RenderOutput) -> Vec<u8> {
+    let enc = out.encoding.as_ref().unwrap();
+    // Encoding offsets are bytes; spans are code points.
+    let byte_of = |cp: usize| {
+        out.text
+            .char_indices()
+            .nth(cp)
+            .map(|(b, _)| b)
+            .unwrap_or(out.text.len())
+    };
+    let mut mask = vec![0u8; enc.get_ids().len()];
+    for &(s, e) in &out.assistant_spans {
+        let (bs, be) = (byte_of(s), byte_of(e - 1));
+        let first = enc
+            .get_offsets()
+            .iter()
+            .position(|&(a, b)| a <= bs && bs < b)
+            .unwrap();
+        let last = enc
+            .get_offsets()
+            .iter()
+            .position(|&(a, b)| a <= be && be < b)
+            .unwrap();
+        mask[first..=last].iter_mut().for_each(|m| *m = 1);
+    }
+    mask
+}
+
+#[test]
+fn fixture_sft_rows_ids_and_assistant_masks() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-chatml");
+    let tmp = tempfile::tempdir().unwrap();
+    let rows = fs::read_to_string(dir.join("sft.jsonl")).unwrap();
+    let mut n = 0;
+    for (i, line) in rows.lines().enumerate() {
+        let row: Value = serde_json::from_str(line).unwrap();
+        let file = tmp.path().join(format!("{i}.json"));
+        fs::write(&file, row["messages"].to_string()).unwrap();
+        let out = render(&args(&dir, &file, false)).unwrap();
+        let want: Vec<u32> = serde_json::from_value(row["input_ids"].clone()).unwrap();
+        assert_eq!(
+            out.encoding.as_ref().unwrap().get_ids(),
+            &want[..],
+            "row {i}"
+        );
+        let mask: Vec<u8> = serde_json::from_value(row["assistant_mask"].clone()).unwrap();
+        assert_eq!(
+            mask_from_spans(&out),
+            mask,
+            "row {i}: assistant spans do not give transformers' mask"
+        );
+        n += 1;
+    }
+    assert_eq!(n, 8);
+}
+
+#[test]
+fn json_output_shape_through_the_binary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = tmp.path().join("m.json");
+    fs::write(
+        &m,
+        r#"{"messages": [{"role": "user", "content": "What is 2+2?"}], "tools": null}"#,
+    )
+    .unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-chatml");
+    let out = Command::cargo_bin("chatgate")
+        .unwrap()
+        .args(["render", "--model"])
+        .arg(&fixture)
+        .arg("--messages")
+        .arg(&m)
+        .args(["--add-generation-prompt", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["text"],
+        "<s><|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+    );
+    assert_eq!(
+        v["ids"].as_array().unwrap().len(),
+        v["tokens"].as_array().unwrap().len()
+    );
+    assert_eq!(v["ids"][0], 0, "the template's own BOS, once");
+    assert_eq!(v["tokens"][1], "<|im_start|>");
+    assert_eq!(v["assistant_spans"], json!([]));
+
+    // --template without a model: no tokenizer, so no ids; bos from the flag.
+    let t = tmp.path().join("t.jinja");
+    fs::write(
+        &t,
+        "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}",
+    )
+    .unwrap();
+    let out = Command::cargo_bin("chatgate")
+        .unwrap()
+        .args(["render", "--template"])
+        .arg(&t)
+        .arg("--messages")
+        .arg(&m)
+        .args(["--bos-token", "<B>", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["text"], "<B>[user] What is 2+2?\n");
+    assert!(v.get("ids").is_none() && v.get("tokens").is_none(), "{v}");
+}
