@@ -83,7 +83,16 @@ pub async fn run(
         .clone()
         .unwrap_or_else(|| spec.label().to_string());
     let path = Baseline::path(&suite.snapshot_dir, &label);
-    let baseline = Baseline::read(&path)?;
+    let recorded = Baseline::read(&path)?;
+    let here = Environment::current(spec.label(), Some(crate::target::spec::model_name(suite)));
+    let machine = recorded
+        .as_ref()
+        .and_then(|b| MachineChange::of(b, &here, spec));
+    // The in-process verdict compares with the baseline as it would read on this machine.
+    let baseline = match (&recorded, &machine) {
+        (Some(b), Some(m)) if m.calibrated => Some(b.scaled(m.ratio)),
+        _ => recorded.clone(),
+    };
     let opts = |m: Metric| CompareOptions::for_metric(Some(section), m);
     let verdicts = baseline
         .as_ref()
@@ -130,11 +139,14 @@ pub async fn run(
     }
     findings.extend(baseline_status(
         &path,
-        baseline.as_ref(),
-        spec,
+        recorded.as_ref(),
+        &here,
         &label,
         update,
     ));
+    if let (Some(raw), Some(m), false) = (&recorded, &machine, update) {
+        findings.push(m.finding(raw, &measured));
+    }
     findings.extend(slo(section, &summary));
     if summary.errors > 0 {
         findings.push(Finding::new(
@@ -149,7 +161,7 @@ pub async fn run(
         ));
     }
     if update {
-        let env = Environment::current(spec.label(), Some(crate::target::spec::model_name(suite)));
+        let env = here;
         let settings = Settings {
             repeats,
             concurrency: section.concurrency.unwrap_or(1),
@@ -193,7 +205,7 @@ fn check_id(m: Metric) -> &'static str {
 fn baseline_status(
     path: &std::path::Path,
     baseline: Option<&Baseline>,
-    spec: &TargetSpec,
+    here: &Environment,
     label: &str,
     update: bool,
 ) -> Option<Finding> {
@@ -220,7 +232,8 @@ fn baseline_status(
             ),
         ),
         (Some(b), false) => {
-            let here = Environment::current(spec.label(), b.environment.model.clone());
+            let mut here = here.clone();
+            here.model.clone_from(&b.environment.model);
             let diffs = b.environment.differences(&here);
             (!diffs.is_empty()).then(|| {
                 Finding::new(
@@ -232,6 +245,72 @@ fn baseline_status(
                 .with("differences", diffs.join("; "))
             })
         }
+    }
+}
+
+/// The baseline was recorded on a machine of another speed (the calibration workload's time
+/// differs by more than the timing noise).
+struct MachineChange {
+    /// How much slower this machine is (> 1) or faster (< 1).
+    ratio: f64,
+    /// The in-process target: the machine is the server, so the verdict is calibrated. For a
+    /// remote server the client machine barely matters and the verdict stays raw.
+    calibrated: bool,
+}
+
+impl MachineChange {
+    fn of(b: &Baseline, here: &Environment, spec: &TargetSpec) -> Option<MachineChange> {
+        let ratio = b.environment.speed_ratio(here)?;
+        (!crate::latency::calibrate::same_speed(ratio)).then_some(MachineChange {
+            ratio,
+            calibrated: matches!(spec, TargetSpec::Candle(_)),
+        })
+    }
+
+    /// Raw and calibrated medians side by side, and which one the verdict used.
+    fn finding(&self, raw: &Baseline, measured: &[(usize, RequestMetrics)]) -> Finding {
+        let speed = if self.ratio > 1.0 {
+            format!("{:.2}x slower", self.ratio)
+        } else {
+            format!("{:.2}x faster", 1.0 / self.ratio)
+        };
+        let used = if self.calibrated {
+            "the in-process model runs on this machine, so the verdict uses the calibrated baseline"
+        } else {
+            "the target is a remote server, whose latency barely depends on this client machine, so the verdict uses the raw baseline"
+        };
+        let mut f = Finding::new(
+            Server,
+            "server.latency-baseline",
+            Severity::Info,
+            format!(
+                "this machine is {speed} than the baseline's on the calibration workload; {used}"
+            ),
+        );
+        for m in [Metric::Ttft, Metric::Tpot, Metric::E2el] {
+            let base: Vec<f64> = raw
+                .scenarios
+                .values()
+                .flat_map(|s| s.get(&m).cloned().unwrap_or_default())
+                .collect();
+            let (Some(b), Some(n)) = (
+                crate::latency::stats::median(&base),
+                crate::latency::stats::median(&samples(measured, m)),
+            ) else {
+                continue;
+            };
+            let pct = |base: f64| (n / base - 1.0) * 100.0;
+            f = f.with(
+                &format!("{} median", m.name()),
+                format!(
+                    "raw {b:.2} → {n:.2} ms ({:+.0} %); calibrated {:.2} → {n:.2} ms ({:+.0} %)",
+                    pct(b),
+                    b * self.ratio,
+                    pct(b * self.ratio)
+                ),
+            );
+        }
+        f
     }
 }
 

@@ -40,6 +40,12 @@ pub struct Environment {
     pub target: String,
     /// The served model's name, when known.
     pub model: Option<String>,
+    /// The CPU's model name (absent in baselines of chatgate before 0.2, and off Linux).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_model: Option<String>,
+    /// Milliseconds of the calibration workload on this machine (`latency::calibrate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration_ms: Option<f64>,
 }
 
 impl Environment {
@@ -52,6 +58,17 @@ impl Environment {
             chatgate_version: env!("CARGO_PKG_VERSION").to_string(),
             target: target.into(),
             model,
+            cpu_model: super::calibrate::cpu_model(),
+            calibration_ms: Some(super::calibrate::calibration_ms()),
+        }
+    }
+
+    /// How much slower this machine (`now`) is than the baseline's on the calibration
+    /// workload: > 1 slower, < 1 faster. `None` when either side was not calibrated.
+    pub fn speed_ratio(&self, now: &Environment) -> Option<f64> {
+        match (self.calibration_ms, now.calibration_ms) {
+            (Some(b), Some(n)) if b > 0.0 && n > 0.0 => Some(n / b),
+            _ => None,
         }
     }
 
@@ -66,12 +83,24 @@ impl Environment {
         check("os", self.os.clone(), other.os.clone());
         check("arch", self.arch.clone(), other.arch.clone());
         check("cpus", self.cpus.to_string(), other.cpus.to_string());
+        if let (Some(a), Some(b)) = (&self.cpu_model, &other.cpu_model) {
+            check("cpu", a.clone(), b.clone());
+        }
         check("target", self.target.clone(), other.target.clone());
         check(
             "model",
             self.model.clone().unwrap_or_default(),
             other.model.clone().unwrap_or_default(),
         );
+        if let Some(r) = self.speed_ratio(other) {
+            if !super::calibrate::same_speed(r) {
+                out.push(format!(
+                    "calibration workload: baseline {:.1} ms, now {:.1} ms ({r:.2}x)",
+                    self.calibration_ms.unwrap_or_default(),
+                    other.calibration_ms.unwrap_or_default()
+                ));
+            }
+        }
         out
     }
 }
@@ -264,6 +293,19 @@ pub fn compare_baseline(
         }
     }
     out
+}
+
+impl Baseline {
+    /// The baseline as it would read on a machine `ratio` times slower: every sample scaled.
+    pub fn scaled(&self, ratio: f64) -> Baseline {
+        let mut b = self.clone();
+        for samples in b.scenarios.values_mut().flat_map(|s| s.values_mut()) {
+            for x in samples.iter_mut() {
+                *x *= ratio;
+            }
+        }
+        b
+    }
 }
 
 /// Borrow each stratum as a slice.

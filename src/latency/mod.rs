@@ -2,6 +2,7 @@
 //! numpy-linear percentiles, load schedules and generators, and noise-aware comparison with a
 //! baseline. Pure library code: the CLI (`chatgate gate` / `chatgate bench`) wires it up.
 pub mod baseline;
+pub mod calibrate;
 pub mod compare;
 pub mod load;
 pub mod metrics;

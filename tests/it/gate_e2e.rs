@@ -385,3 +385,70 @@ async fn a_target_section_without_url_runs_the_model_in_process() {
     assert_eq!(r.exit_code, 0, "{}", errors(&r).join("\n"));
     assert!(r.target.starts_with("candle:"), "{}", r.target);
 }
+
+/// A baseline recorded on a machine four times faster: raw, the in-process figures regress (the
+/// floors are off here, and 3.5x slower is tolerated); calibrated by the machines' measured
+/// speeds, none does, and the report shows both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_baseline_from_a_faster_machine_is_judged_calibrated_in_process() {
+    single_threaded();
+    let ws = Workspace::new();
+    ws.edit_suite(
+        "smoke",
+        "min_regression_ms = { ttft = 50, tpot = 10, e2el = 150 }",
+        "min_regression_ms = { ttft = 0, tpot = 0, e2el = 0 }",
+    );
+    ws.edit_suite("smoke", "tolerance = 1.0", "tolerance = 2.5");
+    // A baseline of this machine, now, then made to look like a 4x faster machine's.
+    let update = chatgate::gate::run(&chatgate::gate::GateOptions {
+        suite: ws.suite("smoke"),
+        update: true,
+        ..Default::default()
+    })
+    .await
+    .expect("record a baseline");
+    assert_eq!(update.exit_code, 0, "{}", errors(&update).join("\n"));
+    let path = ws.snapshots().join("latency/candle.json");
+    let mut b: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("baseline")).expect("json");
+    let here = chatgate::latency::calibrate::calibration_ms();
+    b["environment"]["calibration_ms"] = (here / 4.0).into();
+    b["environment"]["cpu_model"] = "a faster CPU".into();
+    for scenario in b["scenarios"]
+        .as_object_mut()
+        .expect("scenarios")
+        .values_mut()
+    {
+        for samples in scenario.as_object_mut().expect("metrics").values_mut() {
+            for x in samples.as_array_mut().expect("samples") {
+                *x = (x.as_f64().expect("ms") / 4.0).into();
+            }
+        }
+    }
+    std::fs::write(&path, b.to_string()).expect("write baseline");
+
+    let r = gate_smoke(&ws, None).await;
+    assert_eq!(r.exit_code, 0, "{}", errors(&r).join("\n"));
+    let note = r
+        .findings
+        .0
+        .iter()
+        .find(|f| f.check == "server.latency-baseline" && f.message.contains("calibration"))
+        .expect("the report says the machines differ");
+    assert!(note.message.contains("4.00x slower"), "{}", note.message);
+    let ttft = note
+        .evidence
+        .get("ttft median")
+        .expect("ttft raw and calibrated");
+    assert!(
+        ttft.contains("raw") && ttft.contains("calibrated"),
+        "{ttft}"
+    );
+    // Raw, the median reads about +300 %: past the tolerance, a regression had it been judged.
+    let raw_pct: f64 = regex::Regex::new(r"^raw [0-9.]+ → [0-9.]+ ms \(\+([0-9]+) %\)")
+        .unwrap()
+        .captures(ttft)
+        .and_then(|c| c[1].parse().ok())
+        .unwrap_or_else(|| panic!("raw change in {ttft}"));
+    assert!(raw_pct > 250.0, "{ttft}");
+}
