@@ -305,6 +305,9 @@ impl Suite {
                 _ => {}
             }
         }
+        validate(&file).map_err(|e| {
+            Error::in_file(path, e).hint("see suites/example.toml for every key and its range")
+        })?;
         for (key, ids) in [("strict", &file.server.strict), ("skip", &file.server.skip)] {
             for id in ids {
                 crate::chain::checks::known(id)
@@ -346,6 +349,83 @@ impl Suite {
             file,
         })
     }
+}
+
+/// Values that name files or size work are checked before anything is built from them: a
+/// suite name or baseline name becomes a folder or file name (never a path that escapes the
+/// suite's folder), and counts and durations are finite, positive and within sane bounds (an
+/// absurd repeat count or timeout must be an error, not an allocation abort or a panic).
+fn validate(file: &SuiteFile) -> std::result::Result<(), String> {
+    let name_ok = |key: &str, v: &str| {
+        if crate::replay::prompts::valid_id(v) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{key} {v:?} must be 1-100 letters, digits, '-', '_' or '.', not starting with '.' (it becomes a folder or file name)"
+            ))
+        }
+    };
+    if let Some(n) = &file.name {
+        name_ok("name", n)?;
+    }
+    if let Some(b) = file.latency.as_ref().and_then(|l| l.baseline.as_ref()) {
+        name_ok("[latency] baseline", b)?;
+    }
+    let seconds = |key: &str, v: Option<f64>| match v {
+        Some(x) if !(x.is_finite() && x > 0.0 && x <= 86_400.0) => Err(format!(
+            "[target] {key} must be a number of seconds above 0 and at most 86400, got {x}"
+        )),
+        _ => Ok(()),
+    };
+    if let Some(t) = &file.target {
+        seconds("connect_timeout_s", t.connect_timeout_s)?;
+        seconds("read_timeout_s", t.read_timeout_s)?;
+        seconds("total_timeout_s", t.total_timeout_s)?;
+    }
+    let count = |key: &str, v: Option<usize>, min: usize, max: usize| match v {
+        Some(n) if n < min || n > max => {
+            Err(format!("{key} must be between {min} and {max}, got {n}"))
+        }
+        _ => Ok(()),
+    };
+    let server = &file.server;
+    count("[server] repeats", server.repeats, 1, 1_000)?;
+    count("[server] concurrency", server.concurrency, 1, 10_000)?;
+    count("[server] probes", server.probes, 0, 1_000)?;
+    if let Some(l) = &file.latency {
+        count("[latency] repeats", l.repeats, 1, 100_000)?;
+        count("[latency] concurrency", l.concurrency, 1, 100_000)?;
+        count("[latency] warmup", l.warmup, 0, 100_000)?;
+        count("[latency] bootstrap", l.bootstrap, 100, 1_000_000)?;
+        let fraction = |key: &str, v: Option<f64>, open: bool| match v {
+            Some(x)
+                if !(x.is_finite() && x >= 0.0 && x <= 1.0 && (!open || (x > 0.0 && x < 1.0))) =>
+            {
+                Err(format!("[latency] {key} must be between 0 and 1, got {x}"))
+            }
+            _ => Ok(()),
+        };
+        fraction("confidence", l.confidence, true)?;
+        fraction("min_slo_attainment", l.min_slo_attainment, false)?;
+        if let Some(t) = l
+            .tolerance
+            .filter(|t| !(t.is_finite() && *t >= 0.0 && *t <= 1_000.0))
+        {
+            return Err(format!(
+                "[latency] tolerance must be between 0 and 1000, got {t}"
+            ));
+        }
+        for ms in [l.min_regression_ms, l.slo].into_iter().flatten() {
+            for v in [ms.ttft, ms.tpot, ms.e2el].into_iter().flatten() {
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(format!(
+                        "[latency] milliseconds must be finite and ≥ 0, got {v}"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A golden SFT row: what the training pipeline fed the model.

@@ -276,7 +276,7 @@ pub fn run_offline(ctx: &Context) -> Result<Findings> {
 /// server would fail the same way); one that hits a render limit is bad input.
 pub fn limit_is_bad_input(origin: &str, err: &TemplateError) -> Option<Error> {
     match err {
-        TemplateError::Limit(_) | TemplateError::Syntax(_) => {
+        TemplateError::Limit(_) | TemplateError::Syntax(_) | TemplateError::Engine(_) => {
             Some(Error::input(format!("chat template {origin}: {err}")))
         }
         _ => None,

@@ -79,7 +79,36 @@ pub fn run(a: BenchArgs) -> Result<i32> {
     super::runtime()?.block_on(bench(a))
 }
 
+/// Flags that size the work or the schedule: an absurd value is bad input, not an allocation
+/// abort or a run that never ends.
+fn validate(a: &BenchArgs) -> Result<()> {
+    let bad = |msg: String| Err(Error::input(msg).hint("see chatgate bench --help"));
+    if !(1..=10_000_000).contains(&a.requests) {
+        return bad(format!(
+            "--requests must be between 1 and 10000000, got {}",
+            a.requests
+        ));
+    }
+    if !(a.rate.is_finite() && (0.01..=1_000_000.0).contains(&a.rate)) {
+        return bad(format!(
+            "--rate must be between 0.01 and 1000000 requests per second, got {}",
+            a.rate
+        ));
+    }
+    if !(a.shape.is_finite() && a.shape > 0.0 && a.shape <= 1_000.0) {
+        return bad(format!(
+            "--shape must be above 0 and at most 1000, got {}",
+            a.shape
+        ));
+    }
+    if a.warmup > 100_000 {
+        return bad(format!("--warmup must be at most 100000, got {}", a.warmup));
+    }
+    Ok(())
+}
+
 async fn bench(a: BenchArgs) -> Result<i32> {
+    validate(&a)?;
     let suite = Suite::load(&a.suite)?;
     let (Some(path), Some(replay)) = (&suite.replay_prompts, &suite.file.replay) else {
         return Err(Error::in_file(
@@ -134,6 +163,10 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                     f.message
                 );
             }
+            if let Some(why) = &m.unreachable {
+                eprintln!("server.reachable error: {why}");
+                return Ok(3);
+            }
             Ok(i32::from(failed))
         }
         Mode::Load => {
@@ -143,7 +176,7 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                 ArrivalKind::Gamma => Arrival::Gamma { shape: a.shape },
             };
             let schedule = Schedule::generate(a.requests, a.rate, arrival, a.seed)?;
-            let (summary, rows) = latency::load(
+            let (summary, rows, unreachable) = latency::load(
                 &suite,
                 &target,
                 &prompts,
@@ -181,6 +214,10 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                 line.push_str(&format!("\nwarning: {w}"));
             }
             emit(&a, &doc, &rows, &line)?;
+            if let Some(why) = &unreachable {
+                eprintln!("server.reachable error: {why}");
+                return Ok(3);
+            }
             let below_slo = matches!((section.min_slo_attainment, summary.slo_attainment), (Some(min), Some(have)) if have + 1e-9 < min);
             Ok(i32::from(summary.errors > 0 || below_slo))
         }

@@ -9,7 +9,7 @@ use crate::chain::{Boundary::Server, Finding, Severity};
 use crate::error::Result;
 use crate::latency::{
     closed_loop, compare_baseline, latency_row, scenario_samples, Baseline, CompareOptions,
-    Environment, Metric, RequestMetrics, RunSummary, Scenarios, Settings, Status,
+    Environment, Metric, Outcome, RequestMetrics, RunSummary, Scenarios, Settings, Status,
 };
 use crate::replay::{Prompt, Record};
 use crate::report::{LatencyRow, LatencyTotals};
@@ -49,6 +49,26 @@ pub struct Measured {
     pub findings: Vec<Finding>,
     pub rows: Vec<LatencyRow>,
     pub totals: LatencyTotals,
+    /// No request got an answer (refused, timed out, closed): why, for exit 3.
+    pub unreachable: Option<String>,
+}
+
+/// Why a run reached nothing: every request failed without the server answering (refused,
+/// timed out, or the connection closed with nothing received). A status or a malformed answer
+/// is a server that answered: a regression, not an unreachable target.
+pub fn unreachable_reason(outcomes: &[Outcome<CallError>]) -> Option<String> {
+    let mut first = None;
+    for o in outcomes {
+        match &o.result {
+            Ok(_) => return None,
+            Err(e) if e.unreachable() => first = first.or_else(|| Some(e.to_string())),
+            Err(e @ CallError::Interrupted { partial, .. }) if partial.text.is_empty() => {
+                first = first.or_else(|| Some(e.to_string()))
+            }
+            Err(_) => return None,
+        }
+    }
+    first.map(|e| format!("no request of {} got an answer: {e}", outcomes.len()))
 }
 
 pub async fn run(
@@ -174,6 +194,7 @@ pub async fn run(
         findings,
         rows,
         totals: summary.totals(),
+        unreachable: unreachable_reason(&outcomes),
     })
 }
 
@@ -338,7 +359,7 @@ pub async fn load(
     warmup: usize,
     max_in_flight: usize,
     slo: Option<&crate::suite::MetricMs>,
-) -> (RunSummary, Vec<LatencyRow>) {
+) -> (RunSummary, Vec<LatencyRow>, Option<String>) {
     let outcomes = crate::latency::open_loop(schedule, warmup, max_in_flight, |i, _t: Instant| {
         timed_request(target, prompts, i)
     })
@@ -350,7 +371,7 @@ pub async fn load(
         .into_iter()
         .filter_map(|m| latency_row(m, &samples(&measured, m), None, None))
         .collect();
-    (summary, rows)
+    (summary, rows, unreachable_reason(&outcomes))
 }
 
 /// Each measured request's metrics, computed once, with its request index.

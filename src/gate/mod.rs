@@ -109,6 +109,15 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
             findings.extend(measured.findings);
             report.latency = measured.rows;
             report.latency_totals = Some(measured.totals);
+            if let Some(why) = measured.unreachable {
+                findings.push(Finding::new(
+                    Boundary::Server,
+                    "server.reachable",
+                    Severity::Error,
+                    why,
+                ));
+                return Ok(finish(report, findings, started, 3));
+            }
         }
     }
     progress.finish();

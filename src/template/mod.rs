@@ -115,6 +115,9 @@ pub enum TemplateError {
     Limit(String),
     /// The request itself is invalid (e.g. continue_final_message with add_generation_prompt).
     Input(String),
+    /// The template engine itself failed (a panic inside minijinja, caught): bad input, never
+    /// a crash of chatgate.
+    Engine(String),
 }
 
 impl std::fmt::Display for TemplateError {
@@ -125,6 +128,10 @@ impl std::fmt::Display for TemplateError {
             TemplateError::Render(m) => write!(f, "template failed to render: {m}"),
             TemplateError::Limit(m) => write!(f, "template exceeded a render limit: {m}"),
             TemplateError::Input(m) => write!(f, "invalid render request: {m}"),
+            TemplateError::Engine(m) => write!(
+                f,
+                "the template engine failed on this template ({m}); the template uses a construct chatgate cannot render"
+            ),
         }
     }
 }
@@ -163,6 +170,38 @@ impl std::fmt::Debug for ChatTemplate {
             .field("has_generation", &self.has_generation)
             .finish()
     }
+}
+
+thread_local! {
+    /// Set while a guarded render runs on this thread: its panics are caught and reported as
+    /// errors, so the panic hook stays quiet for them.
+    static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f`, turning a panic into `Err(message)`.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    let was = GUARDED.with(|g| g.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    GUARDED.with(|g| g.set(was));
+    result.map_err(|payload| {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string());
+        format!("internal error in minijinja: {msg}")
+    })
+}
+
+/// Install a panic hook that keeps quiet about panics a guarded render catches (they become
+/// ordinary errors naming the template) and defers to the previous hook for every other one.
+pub fn quiet_caught_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !GUARDED.with(|g| g.get()) {
+            previous(info);
+        }
+    }));
 }
 
 fn syntax_error(e: &minijinja::Error) -> TemplateError {
@@ -314,9 +353,12 @@ impl ChatTemplate {
             .map_err(|e| syntax_error(&e))?;
         let guard = env::RenderStateGuard::install(&self.limits);
         let mut out = env::LimitedWriter { buf: Vec::new() };
-        let result = tmpl.render_captured_to(ctx, &mut out).map(|_| ());
+        // A template from anywhere must not crash chatgate: minijinja panics on a few
+        // constructs (`loop.cycle()` with no arguments, `divisibleby 0`); catch them.
+        let caught = guarded(|| tmpl.render_captured_to(ctx, &mut out).map(|_| ()));
         let state = guard.take();
         drop(guard);
+        let result = caught.map_err(TemplateError::Engine)?;
         if let Err(e) = result {
             return Err(classify_error(&e, &state, &self.limits));
         }

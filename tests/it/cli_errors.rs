@@ -236,3 +236,86 @@ fn render_with_malformed_messages() {
 fn inspect_a_missing_directory() {
     assert_bad_input(&["inspect", "/nonexistent/model"], "/nonexistent/model");
 }
+
+/// Templates on which minijinja 3.0.5 itself panics: exit 2 naming the file, no panic message,
+/// from `render` and from `check` (the serving template of a model directory).
+#[test]
+fn templates_that_panic_the_engine_are_bad_input() {
+    for (name, source) in [
+        (
+            "cycle.jinja",
+            "{% for m in messages %}{{ loop.cycle() }}{% endfor %}",
+        ),
+        ("divisible.jinja", "{{ 10 is divisibleby 0 }}"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let t = write(dir.path(), name, source);
+        let m = write(
+            dir.path(),
+            "m.json",
+            "[{\"role\": \"user\", \"content\": \"hi\"}]",
+        );
+        let err = assert_bad_input(&["render", "--template", &t, "--messages", &m], name);
+        assert!(err.contains("template engine failed"), "{err}");
+
+        let (dir, model) = model_copy();
+        fs::write(model.join("chat_template.jinja"), source).unwrap();
+        // With SFT rows to compare against, `check` renders the serving template.
+        let s = write(
+            dir.path(),
+            "s.toml",
+            "[model]\ndir = \"model\"\n[sft]\ngolden = \"model/sft.jsonl\"\n",
+        );
+        assert_bad_input(&["check", &s], "chat_template.jinja");
+    }
+}
+
+/// A suite value that would escape the suite's folder, abort an allocation or panic a timer is
+/// refused at load with the key named (exit 2), before anything runs.
+#[test]
+fn absurd_suite_values_are_refused_with_the_key_named() {
+    let (dir, _model) = model_copy();
+    for (extra, key) in [
+        ("name = \"../../x\"\n", "name"),
+        ("name = \"/abs/path\"\n", "name"),
+        ("[target]\nread_timeout_s = inf\n", "read_timeout_s"),
+        ("[target]\nconnect_timeout_s = nan\n", "connect_timeout_s"),
+        ("[target]\ntotal_timeout_s = -1.0\n", "total_timeout_s"),
+        ("[latency]\nbootstrap = 10000000000000\n", "bootstrap"),
+        ("[latency]\nrepeats = 4294967295\n", "repeats"),
+        ("[latency]\nbaseline = \"../escape\"\n", "baseline"),
+        ("[server]\nconcurrency = 0\n", "concurrency"),
+    ] {
+        let (top, section) = if extra.starts_with('[') {
+            ("", extra)
+        } else {
+            (extra, "")
+        };
+        let s = write(
+            dir.path(),
+            "s.toml",
+            &format!("{top}[model]\ndir = \"model\"\n{section}"),
+        );
+        let err = assert_bad_input(&["check", &s], "s.toml");
+        assert!(err.contains(key), "{extra}: {err}");
+    }
+}
+
+/// `bench` flags that would abort an allocation or never finish are bad input.
+#[test]
+fn absurd_bench_flags_are_refused() {
+    let suite = concat!(env!("CARGO_MANIFEST_DIR"), "/suites/smoke.toml");
+    for (flags, needle) in [
+        (&["--requests", "100000000000"][..], "--requests"),
+        (&["--rate", "1e-9"][..], "--rate"),
+        (&["--rate", "inf"][..], "--rate"),
+        (&["--shape", "nan"][..], "--shape"),
+    ] {
+        let mut args = vec!["bench", suite, "--mode", "load"];
+        args.extend_from_slice(flags);
+        let (code, _, stderr) = chatgate(&args);
+        assert_eq!(code, 2, "{flags:?}: {stderr}");
+        assert!(stderr.contains(needle), "{flags:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}

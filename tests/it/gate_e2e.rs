@@ -452,3 +452,50 @@ async fn a_baseline_from_a_faster_machine_is_judged_calibrated_in_process() {
         .unwrap_or_else(|| panic!("raw change in {ttft}"));
     assert!(raw_pct > 250.0, "{ttft}");
 }
+
+/// `bench` reaching nothing is exit 3 with the reason, as `gate` is: a refused port and a
+/// server that closes every connection on accept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_against_nothing_is_exit_3_with_the_reason() {
+    let ws = Workspace::new();
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        format!("http://127.0.0.1:{}", l.local_addr().expect("addr").port())
+    };
+    let closes = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                drop(sock);
+            }
+        });
+        url
+    };
+    for (what, url) in [("refused", refused), ("closed on accept", closes)] {
+        for mode in ["smoke", "load"] {
+            let (suite, url) = (ws.suite("smoke"), url.clone());
+            let out = tokio::task::spawn_blocking(move || {
+                assert_cmd::Command::cargo_bin("chatgate")
+                    .expect("binary")
+                    .arg("bench")
+                    .arg(&suite)
+                    .args(["--target", &url, "--mode", mode])
+                    .args(["--requests", "4", "--rate", "50"])
+                    .timeout(Duration::from_secs(120))
+                    .output()
+                    .expect("run bench")
+            })
+            .await
+            .expect("join");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(3), "{what}, {mode}: {stderr}");
+            assert!(
+                stderr.contains("server.reachable"),
+                "{what}, {mode}: {stderr}"
+            );
+        }
+    }
+}
