@@ -398,9 +398,7 @@ fn validate(file: &SuiteFile) -> std::result::Result<(), String> {
         count("[latency] warmup", l.warmup, 0, 100_000)?;
         count("[latency] bootstrap", l.bootstrap, 100, 1_000_000)?;
         let fraction = |key: &str, v: Option<f64>, open: bool| match v {
-            Some(x)
-                if !(x.is_finite() && x >= 0.0 && x <= 1.0 && (!open || (x > 0.0 && x < 1.0))) =>
-            {
+            Some(x) if !((0.0..=1.0).contains(&x) && (!open || (x > 0.0 && x < 1.0))) => {
                 Err(format!("[latency] {key} must be between 0 and 1, got {x}"))
             }
             _ => Ok(()),
