@@ -386,9 +386,10 @@ async fn a_target_section_without_url_runs_the_model_in_process() {
     assert!(r.target.starts_with("candle:"), "{}", r.target);
 }
 
-/// A baseline recorded on a machine four times faster: raw, the in-process figures regress (the
-/// floors are off here, and 3.5x slower is tolerated); calibrated by the machines' measured
-/// speeds, none does, and the report shows both.
+/// A baseline recorded on a machine twenty times faster: raw, the in-process figures regress
+/// (the floors are off here, and 3.5x slower is tolerated); calibrated by the machines' measured
+/// speeds, none does, and the report shows both. (Twenty, not two: two in-process runs on a busy
+/// 2-core machine differ by up to 2x, and the test must not depend on that.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_baseline_from_a_faster_machine_is_judged_calibrated_in_process() {
     single_threaded();
@@ -399,7 +400,7 @@ async fn a_baseline_from_a_faster_machine_is_judged_calibrated_in_process() {
         "min_regression_ms = { ttft = 0, tpot = 0, e2el = 0 }",
     );
     ws.edit_suite("smoke", "tolerance = 1.0", "tolerance = 2.5");
-    // A baseline of this machine, now, then made to look like a 4x faster machine's.
+    // A baseline of this machine, now, then made to look like a 20x faster machine's.
     let update = chatgate::gate::run(&chatgate::gate::GateOptions {
         suite: ws.suite("smoke"),
         update: true,
@@ -412,7 +413,7 @@ async fn a_baseline_from_a_faster_machine_is_judged_calibrated_in_process() {
     let mut b: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).expect("baseline")).expect("json");
     let here = chatgate::latency::calibrate::calibration_ms();
-    b["environment"]["calibration_ms"] = (here / 4.0).into();
+    b["environment"]["calibration_ms"] = (here / 20.0).into();
     b["environment"]["cpu_model"] = "a faster CPU".into();
     for scenario in b["scenarios"]
         .as_object_mut()
@@ -421,7 +422,7 @@ async fn a_baseline_from_a_faster_machine_is_judged_calibrated_in_process() {
     {
         for samples in scenario.as_object_mut().expect("metrics").values_mut() {
             for x in samples.as_array_mut().expect("samples") {
-                *x = (x.as_f64().expect("ms") / 4.0).into();
+                *x = (x.as_f64().expect("ms") / 20.0).into();
             }
         }
     }
@@ -435,7 +436,7 @@ async fn a_baseline_from_a_faster_machine_is_judged_calibrated_in_process() {
         .iter()
         .find(|f| f.check == "server.latency-baseline" && f.message.contains("calibration"))
         .expect("the report says the machines differ");
-    assert!(note.message.contains("4.00x slower"), "{}", note.message);
+    assert!(note.message.contains("20.00x slower"), "{}", note.message);
     let ttft = note
         .evidence
         .get("ttft median")
@@ -444,7 +445,7 @@ async fn a_baseline_from_a_faster_machine_is_judged_calibrated_in_process() {
         ttft.contains("raw") && ttft.contains("calibrated"),
         "{ttft}"
     );
-    // Raw, the median reads about +300 %: past the tolerance, a regression had it been judged.
+    // Raw, the median reads far past the tolerance (+250 %): a regression had it been judged.
     let raw_pct: f64 = regex::Regex::new(r"^raw [0-9.]+ → [0-9.]+ ms \(\+([0-9]+) %\)")
         .unwrap()
         .captures(ttft)
