@@ -12,6 +12,7 @@ pub mod replay;
 pub mod report;
 pub mod serve;
 pub mod snapshot;
+pub mod stack;
 pub mod suite;
 pub mod target;
 pub mod template;

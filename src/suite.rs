@@ -48,6 +48,11 @@ pub struct TargetSection {
     pub url: Option<String>,
     /// The `model` field sent in requests (default: the served model directory's name).
     pub model: Option<String>,
+    /// The serving stack, which decides the tokenizer, template, BOS handling and stop set the
+    /// chain predicts: "transformers" (vLLM, SGLang, transformers serve), "tokenizers" (TGI),
+    /// "llama.cpp" (llama-server), "llama-cpp-python". Default: detected from the server's
+    /// introspection online; offline, "llama.cpp" for a .gguf file, else "transformers".
+    pub stack: Option<crate::stack::Stack>,
     /// The environment variable that holds the API key (sent as a Bearer token; never printed).
     pub api_key_env: Option<String>,
     /// Seconds to wait for a connection (default 5).

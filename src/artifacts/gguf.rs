@@ -482,7 +482,48 @@ pub fn weight_file(h: &GgufInfo, name: &str) -> WeightFile {
         tensors: h.tensors.len(),
         dtypes,
         parameters,
+        data_offset: Some(h.data_offset),
     }
+}
+
+/// Which boundary a GGUF metadata key belongs to.
+pub fn metadata_group(key: &str) -> &'static str {
+    if key.starts_with("tokenizer.chat_template") {
+        "template"
+    } else if key.starts_with("tokenizer.ggml.")
+        && (key.ends_with("_token_id")
+            || key.ends_with("_token_ids")
+            || key.starts_with("tokenizer.ggml.add_"))
+    {
+        "special-ids"
+    } else if key.starts_with("tokenizer.") {
+        "tokenizer"
+    } else if key.starts_with("general.") {
+        "general"
+    } else {
+        "model"
+    }
+}
+
+/// sha256 per metadata group over "key\tvalue-json\n" lines in file order.
+pub fn metadata_hashes(info: &GgufInfo) -> BTreeMap<String, String> {
+    use sha2::{Digest, Sha256};
+    let mut groups: BTreeMap<&str, Sha256> = BTreeMap::new();
+    for g in ["tokenizer", "template", "special-ids", "general", "model"] {
+        groups.insert(g, Sha256::new());
+    }
+    for (k, v) in &info.metadata {
+        if let Some(h) = groups.get_mut(metadata_group(k)) {
+            h.update(k.as_bytes());
+            h.update(b"\t");
+            h.update(v.to_string().as_bytes());
+            h.update(b"\n");
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(g, h)| (g.to_string(), hex::encode(h.finalize())))
+        .collect()
 }
 
 impl GgufInfo {

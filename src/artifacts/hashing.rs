@@ -39,8 +39,20 @@ fn fill(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 
 /// Streamed sha256 of a file, as lowercase hex (what `sha256sum` prints).
 pub fn sha256_file(path: &Path) -> Result<String> {
+    sha256_file_from(path, 0)
+}
+
+/// Streamed sha256 of a file's bytes from `offset` to the end.
+pub fn sha256_file_from(path: &Path, offset: u64) -> Result<String> {
+    use std::io::{Seek, SeekFrom};
     let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io(path, e))?
+        .len()
+        .saturating_sub(offset);
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|e| Error::io(path, e))?;
     let digest = if len >= PIPELINE_MIN {
         hash_pipelined(file).map_err(|e| Error::io(path, e))?
     } else {
@@ -107,8 +119,9 @@ pub fn total_hash(files: &[FileHash]) -> String {
     hex::encode(hasher.finalize())
 }
 
-/// Hash every weight file (several at once when the machine has the cores).
-pub fn hash_files(weights: &[WeightFile]) -> Result<WeightsIdentity> {
+/// Hash every weight file (several at once when the machine has the cores): a GGUF's tensor
+/// data only, unless `whole_files` (the identity old locks hold).
+pub fn hash_files(weights: &[WeightFile], whole_files: bool) -> Result<WeightsIdentity> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -120,14 +133,17 @@ pub fn hash_files(weights: &[WeightFile]) -> Result<WeightsIdentity> {
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(w) = weights.get(i) else { break };
         let r = (|| {
-            let size = std::fs::metadata(&w.path)
+            let len = std::fs::metadata(&w.path)
                 .map_err(|e| Error::io(&w.path, e))?
                 .len();
-            let sha256 = sha256_file(&w.path)?;
+            let offset = w.data_offset.filter(|_| !whole_files);
+            let from = offset.unwrap_or(0).min(len);
             Ok(FileHash {
                 name: w.name.clone(),
-                size,
-                sha256,
+                size: len - from,
+                sha256: sha256_file_from(&w.path, from)?,
+                scope: offset.map(|_| "tensor-data".to_string()),
+                metadata: None,
             })
         })();
         out.push((i, r));

@@ -28,10 +28,11 @@ mod templates;
 mod tokenizer_files;
 
 pub use config::{read_generation_config, read_model_config};
-pub use gguf::{ggml_type_name, read_gguf, GgufTensor};
+pub use gguf::{ggml_type_name, metadata_group, metadata_hashes, read_gguf, GgufTensor};
 pub use gguf_tokenizer::{build as build_gguf_tokenizer, tokenizer_from_gguf, GgufTokenizer};
 pub use hashing::{sha256_file, sha256_hex, total_hash};
 pub use safetensors::{read_header as read_safetensors_header, read_index as read_shard_index};
+pub use templates::gguf_templates;
 pub use tokenizer_files::{read_special_tokens_map, read_tokenizer_config, read_tokenizer_json};
 
 /// config.json, the fields the chain checks, plus the raw document.
@@ -75,6 +76,10 @@ pub struct WeightFile {
     pub dtypes: BTreeMap<String, usize>,
     /// Total element count over all tensors.
     pub parameters: u64,
+    /// A GGUF's tensor-data offset: its identity is the bytes from here on, so a metadata
+    /// edit (eos id, template) is not a new checkpoint.
+    #[serde(skip)]
+    pub data_offset: Option<u64>,
 }
 
 /// model.safetensors.index.json
@@ -227,8 +232,16 @@ pub struct GgufInfo {
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct FileHash {
     pub name: String,
+    /// Bytes hashed: the file, or a GGUF's tensor data.
     pub size: u64,
     pub sha256: String,
+    /// "tensor-data" for a GGUF (its header is hashed apart, in `metadata`); absent for a
+    /// whole file (locks made before GGUF metadata was split off hash whole GGUF files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// A GGUF's metadata, hashed per boundary: "tokenizer", "template", "special-ids", "general", "model".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<BTreeMap<String, String>>,
 }
 
 /// The weights' identity: one hash per file and one over all of them.
@@ -279,8 +292,27 @@ impl ModelDir {
         open::special_tokens(self)
     }
 
-    /// Stream every weight file through sha256.
+    /// Stream every weight file through sha256 (a GGUF: its tensor data, and its metadata
+    /// hashed per boundary).
     pub fn hash_weights(&self) -> Result<WeightsIdentity> {
-        hashing::hash_files(&self.weights)
+        let mut id = hashing::hash_files(&self.weights, false)?;
+        if let Some(info) = &self.gguf {
+            for f in &mut id.files {
+                if self
+                    .weights
+                    .iter()
+                    .any(|w| w.name == f.name && w.path == info.path)
+                {
+                    f.metadata = Some(gguf::metadata_hashes(info));
+                }
+            }
+        }
+        Ok(id)
+    }
+
+    /// The identity as locks made before GGUF tensor data and metadata were hashed apart
+    /// computed it: whole files.
+    pub fn hash_weights_whole_files(&self) -> Result<WeightsIdentity> {
+        hashing::hash_files(&self.weights, true)
     }
 }

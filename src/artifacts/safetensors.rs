@@ -174,6 +174,7 @@ pub fn read_header(path: &Path, name: &str) -> Result<WeightFile> {
         tensors,
         dtypes,
         parameters,
+        data_offset: None,
     })
 }
 

@@ -108,11 +108,29 @@ fn classify(
     pos: usize,
 ) -> DivergenceClass {
     let (bs, bt) = (leading_count(s, bos), leading_count(t, bos));
-    if bs > bt {
-        return DivergenceClass::DoubleBos;
-    }
-    if bs < bt {
-        return DivergenceClass::MissingBos;
+    if bs != bt {
+        // A BOS count that differs is the fault only when the rest agrees; another chat
+        // format that also writes a BOS (llama-2's `<s>[INST]` served for ChatML) is a
+        // role-format fault, classed by what follows.
+        let (rs, rt) = (&s[bs..], &t[bt..]);
+        if rs == rt {
+            return if bs > bt {
+                DivergenceClass::DoubleBos
+            } else {
+                DivergenceClass::MissingBos
+            };
+        }
+        let at = rs.iter().zip(rt).take_while(|(a, b)| a == b).count();
+        return match classify(tok_s, rs, tok_t, rt, None, messages, at) {
+            DivergenceClass::Other | DivergenceClass::Whitespace => {
+                if bs > bt {
+                    DivergenceClass::DoubleBos
+                } else {
+                    DivergenceClass::MissingBos
+                }
+            }
+            other => other,
+        };
     }
     // The SFT data used an id the serving tokenizer does not have, where the serving side spells
     // out markup: a special token lost from the serving vocabulary.

@@ -17,24 +17,86 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
     let stops = stop_set(ctx, tok);
     let mut out = Vec::new();
     out.extend(terminator_in_stop_set(ctx, tok, &stops)?);
-    out.extend(no_stop_inside_reply(ctx, tok, &stops)?);
+    out.extend(no_stop_inside_reply(ctx, tok, &stops.ids)?);
     out.extend(defaults(ctx));
     Ok(out)
 }
 
-/// What a vLLM/SGLang-style server stops on: generation_config eos ids (config.json's when
-/// there is no generation_config.json) ∪ the tokenizer's eos ∪ the suite's extra stop ids.
-pub fn stop_set(ctx: &Context, tok: &Tokenizer) -> BTreeSet<u32> {
-    let mut stops = BTreeSet::new();
-    match &ctx.model.generation_config {
-        Some(gc) => stops.extend(gc.eos_token_ids.iter().copied()),
-        None => stops.extend(
-            ctx.model
-                .config
-                .iter()
-                .flat_map(|c| c.eos_token_ids.iter().copied()),
-        ),
+/// The stop set the serving stack uses, and the ids a stricter member of its family would
+/// miss.
+pub struct StopSet {
+    pub ids: BTreeSet<u32>,
+    /// Where the ids come from, for evidence.
+    pub source: String,
+    /// transformers/TGI: generation_config.json's eos ids (config.json's without one). HF
+    /// `generate()` and `transformers serve` stop on these alone; vLLM and TGI add the
+    /// tokenizer's eos, so an id only the tokenizer names is a gap for some servers.
+    pub generation_config: Option<BTreeSet<u32>>,
+}
+
+/// llama.cpp marks these as end-of-generation whatever the metadata says (llama-vocab.cpp,
+/// `special_eog_ids`: "<|eot_id|>", "<|im_end|>", ... found in the vocabulary).
+const LLAMA_CPP_EOG_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+];
+
+/// What the serving stack stops on, plus the suite's extra stop ids.
+pub fn stop_set(ctx: &Context, tok: &Tokenizer) -> StopSet {
+    let extra = ctx
+        .suite
+        .file
+        .generation
+        .extra_stop_token_ids
+        .iter()
+        .copied();
+    if ctx.stack.reads_gguf() {
+        if let Some(info) = &ctx.model.gguf {
+            let mut ids: BTreeSet<u32> = crate::stack::gguf_stop_ids(info).into_iter().collect();
+            ids.extend(
+                LLAMA_CPP_EOG_TEXTS
+                    .iter()
+                    .filter_map(|t| tok.token_to_id(t)),
+            );
+            ids.extend(extra);
+            return StopSet {
+                ids,
+                source: format!(
+                    "{}: the GGUF's eos/eot/eom ids and the end-of-generation tokens llama.cpp recognises by name",
+                    ctx.stack
+                ),
+                generation_config: None,
+            };
+        }
     }
+    let mut gen = BTreeSet::new();
+    let gen_source = match &ctx.model.generation_config {
+        Some(gc) => {
+            gen.extend(gc.eos_token_ids.iter().copied());
+            "generation_config.json eos_token_id"
+        }
+        None => {
+            gen.extend(
+                ctx.model
+                    .config
+                    .iter()
+                    .flat_map(|c| c.eos_token_ids.iter().copied()),
+            );
+            "config.json eos_token_id"
+        }
+    };
+    gen.extend(extra);
+    let mut ids = gen.clone();
     if let Some(eos) = ctx
         .model
         .special_tokens()
@@ -42,17 +104,13 @@ pub fn stop_set(ctx: &Context, tok: &Tokenizer) -> BTreeSet<u32> {
         .as_deref()
         .and_then(|e| single_id(tok, e))
     {
-        stops.insert(eos);
+        ids.insert(eos);
     }
-    stops.extend(
-        ctx.suite
-            .file
-            .generation
-            .extra_stop_token_ids
-            .iter()
-            .copied(),
-    );
-    stops
+    StopSet {
+        ids,
+        source: format!("{}: {gen_source} ∪ the tokenizer's eos_token", ctx.stack),
+        generation_config: Some(gen),
+    }
 }
 
 fn show_set(tok: &Tokenizer, ids: &BTreeSet<u32>) -> String {
@@ -142,11 +200,8 @@ fn probe_terminator(p: &Pipeline) -> Result<Option<u32>> {
         .map(|(id, _)| *id))
 }
 
-fn terminator_in_stop_set(
-    ctx: &Context,
-    tok: &Tokenizer,
-    stops: &BTreeSet<u32>,
-) -> Result<Vec<Finding>> {
+fn terminator_in_stop_set(ctx: &Context, tok: &Tokenizer, set: &StopSet) -> Result<Vec<Finding>> {
+    let stops = &set.ids;
     const ID: &str = "generation.stop-set";
     let Some(t) = terminators(ctx, tok)? else {
         return Ok(vec![Finding::new(
@@ -170,21 +225,46 @@ fn terminator_in_stop_set(
         return Ok(out);
     }
     let missing: BTreeSet<u32> = t.ids.difference(stops).copied().collect();
-    if missing.is_empty() {
-        out.push(Finding::pass(
-            Gen,
-            ID,
-            format!(
-                "the turn terminator {} is in the stop set {}",
-                show_set(tok, &t.ids),
-                show_set(tok, stops)
-            ),
-        ));
+    let only_tokenizer: BTreeSet<u32> = set
+        .generation_config
+        .as_ref()
+        .map(|g| t.ids.difference(g).copied().collect())
+        .unwrap_or_default();
+    if missing.is_empty() && !only_tokenizer.is_empty() {
+        // The tokenizer's eos covers it, generation_config.json does not: HF generate() and
+        // `transformers serve` run on; vLLM (which merges both) and TGI stop.
+        let severity = if ctx.stack == crate::stack::Stack::Transformers {
+            Severity::Error
+        } else {
+            Severity::Warning
+        };
+        out.push(
+            Finding::new(Gen, ID, severity, "the turn terminator is the tokenizer's eos but not in generation_config.json's eos_token_id: HF generate() and `transformers serve` stop only on the latter and will run on (vLLM and TGI also stop on the tokenizer's eos)")
+                .with("stack", ctx.stack)
+                .with("turn terminator", show_set(tok, &only_tokenizer))
+                .with("generation_config eos", show_set(tok, set.generation_config.as_ref().unwrap_or(stops)))
+                .with("found in", &t.source)
+                .with("fix", "add the terminator's id to generation_config.json eos_token_id"),
+        );
+    } else if missing.is_empty() {
+        out.push(
+            Finding::pass(
+                Gen,
+                ID,
+                format!(
+                    "the turn terminator {} is in the stop set {}",
+                    show_set(tok, &t.ids),
+                    show_set(tok, stops)
+                ),
+            )
+            .with("stop set of", &set.source),
+        );
     } else {
         out.push(
             Finding::new(Gen, ID, Severity::Error, "the token that ends an assistant turn is not in the stop set: replies will run on past the answer")
                 .with("turn terminator", show_set(tok, &missing))
                 .with("stop set", show_set(tok, stops))
+                .with("stop set of", &set.source)
                 .with("found in", &t.source)
                 .with("fix", "add the terminator's id to generation_config.json eos_token_id"),
         );

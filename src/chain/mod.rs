@@ -9,6 +9,7 @@ pub mod generation;
 pub mod lock;
 pub mod online;
 pub mod probe;
+pub mod shapes;
 pub mod template;
 pub mod tokenizer;
 pub mod tokens;
@@ -22,6 +23,7 @@ pub use finding::{Boundary, Finding, Findings, Severity};
 
 use crate::artifacts::{ModelDir, TemplateSource};
 use crate::error::{Error, Result};
+use crate::stack::Stack;
 use crate::suite::{self, GoldenRow, Suite};
 use crate::template::{ChatTemplate, RenderRequest, Rendered, SpecialTokens, TemplateError};
 
@@ -34,6 +36,12 @@ pub struct Pipeline {
     pub special: SpecialTokens,
     pub tokenizer: Tokenizer,
     pub add_special_tokens: bool,
+    /// llama.cpp cuts a leading BOS text (and a trailing EOS text) off the rendering before
+    /// it tokenizes with special tokens added.
+    pub strip_leading: Option<String>,
+    pub strip_trailing: Option<String>,
+    /// config.json's / generation_config.json's `bos_token_id`.
+    pub config_bos: Option<u32>,
 }
 
 impl Pipeline {
@@ -53,14 +61,24 @@ impl Pipeline {
     }
 
     pub fn ids(&self, text: &str) -> Result<Vec<u32>> {
-        tokens::encode(&self.tokenizer, text, self.add_special_tokens)
+        let mut t = text;
+        if let Some(b) = self.strip_leading.as_deref().filter(|b| !b.is_empty()) {
+            t = t.strip_prefix(b).unwrap_or(t);
+        }
+        if let Some(e) = self.strip_trailing.as_deref().filter(|e| !e.is_empty()) {
+            t = t.strip_suffix(e).unwrap_or(t);
+        }
+        tokens::encode(&self.tokenizer, t, self.add_special_tokens)
     }
 
+    /// The BOS id: the tokenizer's named bos_token, else config.json's `bos_token_id` (a
+    /// tokenizer may name none while the model was trained with one).
     pub fn bos_id(&self) -> Option<u32> {
         self.special
             .bos_token
             .as_deref()
             .and_then(|b| tokens::single_id(&self.tokenizer, b))
+            .or(self.config_bos)
     }
 }
 
@@ -83,27 +101,71 @@ pub struct Conversation {
     pub golden: Option<(Vec<u32>, Option<Vec<u8>>)>,
 }
 
+/// Why the chain predicts a given stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StackOrigin {
+    /// `[target] stack` names it.
+    Suite,
+    /// Detected from the server's routes (the evidence).
+    Detected(String),
+    /// Nothing names it: the default for the model's format.
+    Default,
+}
+
 /// Everything the offline checks read, loaded once.
 pub struct Context {
     pub suite: Suite,
     pub model: ModelDir,
+    /// The serving stack whose feed the chain predicts.
+    pub stack: Stack,
+    pub stack_origin: StackOrigin,
+    /// Which tokenizer that stack runs, and notes about the prediction.
+    pub stack_tokenizer: Option<String>,
+    pub stack_notes: Vec<String>,
     /// The serving pipeline; None when the model has no tokenizer or no template.
     pub serving: Option<Pipeline>,
     pub sft: Sft,
     pub conversations: Vec<Conversation>,
+    /// Golden rows whose assistant mask was all zeros or all ones (what
+    /// `return_assistant_tokens_mask=True` gives on a template without `{% generation %}`):
+    /// their masks are treated as absent.
+    pub degenerate_masks: Vec<String>,
     pub lock: Option<lock::Lock>,
 }
 
 impl Context {
     pub fn load(suite: Suite) -> Result<Context> {
         let model = ModelDir::open(&suite.model_dir)?;
-        let serving = serving_pipeline(&suite, &model)?;
+        Context::load_with(suite, model, None)
+    }
+
+    /// Load predicting the suite's stack, else a detected one, else the model format's default.
+    pub fn load_with(
+        suite: Suite,
+        model: ModelDir,
+        detected: Option<(Stack, String)>,
+    ) -> Result<Context> {
+        let named = suite.file.target.as_ref().and_then(|t| t.stack);
+        let (stack, stack_origin) = match (named, detected) {
+            (Some(s), _) => (s, StackOrigin::Suite),
+            (None, Some((s, why))) => (s, StackOrigin::Detected(why)),
+            (None, None) => (Stack::default_for(&model), StackOrigin::Default),
+        };
+        let feed = crate::stack::feed(stack, &model, suite.file.model.add_special_tokens)?;
+        let stack_tokenizer = feed.as_ref().map(|f| f.tokenizer_origin.clone());
+        let stack_notes = feed.as_ref().map(|f| f.notes.clone()).unwrap_or_default();
+        let serving = serving_pipeline(&suite, &model, feed)?;
         let sft = sft_side(&suite, &model)?;
-        let conversations = conversations(&suite, &sft)?;
+        let (conversations, degenerate_masks) = conversations(&suite, &sft)?;
         let lock = lock::Lock::read(&suite.lock_path)?;
         Ok(Context {
             suite,
             model,
+            stack,
+            stack_origin,
+            stack_tokenizer,
+            stack_notes,
+            degenerate_masks,
             serving,
             sft,
             conversations,
@@ -164,18 +226,46 @@ pub fn compile(source: &TemplateSource, file_hint: &Path) -> Result<ChatTemplate
     })
 }
 
-fn serving_pipeline(suite: &Suite, model: &ModelDir) -> Result<Option<Pipeline>> {
-    let (Some(source), Some(tok)) = (serving_template(suite, model)?, model.tokenizer.as_ref())
-    else {
+/// The serving side as the stack builds it: its tokenizer, special tokens and BOS handling;
+/// its template unless the suite overrides it (a GGUF stack serves the GGUF's template).
+fn serving_pipeline(
+    suite: &Suite,
+    model: &ModelDir,
+    feed: Option<crate::stack::Feed>,
+) -> Result<Option<Pipeline>> {
+    let Some(feed) = feed else {
+        return Ok(None);
+    };
+    let overridden = suite.chat_template.is_some() || suite.file.model.template_name.is_some();
+    let source = if feed.stack.reads_gguf() && !overridden && feed.template.is_some() {
+        feed.template.clone()
+    } else {
+        serving_template(suite, model)?
+    };
+    let Some(source) = source else {
         return Ok(None);
     };
     Ok(Some(Pipeline {
         template: compile(&source, &model.root)?,
         origin: source.origin,
-        special: model.special_tokens(),
-        tokenizer: tok.tokenizer.clone(),
-        add_special_tokens: suite.file.model.add_special_tokens,
+        special: feed.special,
+        tokenizer: feed.tokenizer,
+        add_special_tokens: feed.add_special_tokens,
+        strip_leading: feed.strip_leading,
+        strip_trailing: feed.strip_trailing,
+        config_bos: config_bos(model),
     }))
+}
+
+fn config_bos(model: &ModelDir) -> Option<u32> {
+    model
+        .config
+        .as_ref()
+        .and_then(|c| c.bos_token_ids.first().copied())
+        .or(model
+            .generation_config
+            .as_ref()
+            .and_then(|g| g.bos_token_id))
 }
 
 fn sft_side(suite: &Suite, model: &ModelDir) -> Result<Sft> {
@@ -191,26 +281,26 @@ fn sft_side(suite: &Suite, model: &ModelDir) -> Result<Sft> {
         origin: path.display().to_string(),
         text,
     };
+    // SFT pipelines (TRL, transformers trainers) tokenize through transformers.
     let (tokenizer, mut special) = match &suite.sft_tokenizer {
         Some(p) => {
             let dir = ModelDir::open(p)?;
-            let special = dir.special_tokens();
-            let tok = dir.tokenizer.ok_or_else(|| {
+            let feed = crate::stack::feed(Stack::Transformers, &dir, false)?.ok_or_else(|| {
                 Error::in_file(p, "no tokenizer.json here").hint(
                     "point [sft] tokenizer at a tokenizer.json or a model directory that has one",
                 )
             })?;
-            (tok.tokenizer, special)
+            (feed.tokenizer, feed.special)
         }
         None => {
-            let tok = model.tokenizer.as_ref().ok_or_else(|| {
+            let feed = crate::stack::feed(Stack::Transformers, model, false)?.ok_or_else(|| {
                 Error::in_file(
                     &suite.path,
                     "[sft] template needs a tokenizer, and the serving model has none",
                 )
                 .hint("set [sft] tokenizer")
             })?;
-            (tok.tokenizer.clone(), model.special_tokens())
+            (feed.tokenizer, feed.special)
         }
     };
     let sft = suite.file.sft.as_ref();
@@ -226,21 +316,39 @@ fn sft_side(suite: &Suite, model: &ModelDir) -> Result<Sft> {
         special,
         tokenizer,
         add_special_tokens: sft.map(|s| s.add_special_tokens).unwrap_or(false),
+        strip_leading: None,
+        strip_trailing: None,
+        config_bos: config_bos(model),
     })))
 }
 
-fn conversations(suite: &Suite, sft: &Sft) -> Result<Vec<Conversation>> {
+fn conversations(suite: &Suite, sft: &Sft) -> Result<(Vec<Conversation>, Vec<String>)> {
     let mut out = Vec::new();
+    let mut degenerate = Vec::new();
     if let Sft::Golden(rows) = sft {
         for (i, row) in rows.iter().enumerate() {
+            let id = row
+                .id
+                .clone()
+                .unwrap_or_else(|| format!("golden#{}", i + 1));
+            let mut mask = row.assistant_mask.clone();
+            let has_assistant = row
+                .messages
+                .iter()
+                .any(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
+            if let Some(m) = &mask {
+                let all_zero = m.iter().all(|&b| b == 0);
+                let all_one = !m.is_empty() && m.iter().all(|&b| b != 0);
+                if (all_zero && has_assistant) || all_one {
+                    degenerate.push(id.clone());
+                    mask = None;
+                }
+            }
             out.push(Conversation {
-                id: row
-                    .id
-                    .clone()
-                    .unwrap_or_else(|| format!("golden#{}", i + 1)),
+                id,
                 messages: row.messages.clone(),
                 tools: row.tools.clone(),
-                golden: Some((row.input_ids.clone(), row.assistant_mask.clone())),
+                golden: Some((row.input_ids.clone(), mask)),
             });
         }
     }
@@ -256,7 +364,7 @@ fn conversations(suite: &Suite, sft: &Sft) -> Result<Vec<Conversation>> {
             golden: None,
         });
     }
-    Ok(out)
+    Ok((out, degenerate))
 }
 
 /// Run every offline boundary in chain order.

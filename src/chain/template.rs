@@ -20,6 +20,8 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
             .with("dir", ctx.model.root.display())]);
     };
     let mut out = vec![vs_lock(ctx, serving)];
+    out.extend(degenerate_masks(ctx));
+    out.extend(super::shapes::check(ctx, serving)?);
     let sft_tok = match &ctx.sft {
         Sft::Template(p) => &p.tokenizer,
         _ => &serving.tokenizer,
@@ -78,6 +80,27 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
     out.push(generation_prompt(ctx, serving, &clean)?);
     out.extend(suffix_vs_sft(ctx, serving));
     Ok(out)
+}
+
+/// Golden masks that mark nothing (or everything) say nothing about the assistant turns: a
+/// template without `{% generation %}` makes transformers return all zeros.
+fn degenerate_masks(ctx: &Context) -> Option<Finding> {
+    let rows = &ctx.degenerate_masks;
+    let first = rows.first()?;
+    Some(
+        Finding::new(
+            Template,
+            "template.assistant-mask",
+            Severity::Warning,
+            format!(
+                "{} golden row(s) carry an all-zero or all-one assistant_mask, treated as absent: the template that produced them has no {{% generation %}} block, so return_assistant_tokens_mask marked nothing",
+                rows.len()
+            ),
+        )
+        .with("first row", first)
+        .with("effect", "the turn terminator and the generation prompt are checked from the ids and the template instead of the mask")
+        .with("fix", "capture masks with a template that has {% generation %} blocks, or leave assistant_mask out"),
+    )
 }
 
 /// The text each template appends for add_generation_prompt, compared directly when the SFT
@@ -184,11 +207,14 @@ fn bos_count(serving: &Pipeline, compared: &[(&Conversation, &Ids, &Ids)]) -> Fi
         return Finding::new(Template, ID, Severity::Info, "no conversation to compare");
     };
     let (ns, nt) = (leading_count(s, bos), leading_count(t, bos));
-    let bos_text = serving
-        .special
-        .bos_token
-        .clone()
-        .unwrap_or_else(|| "(none)".into());
+    let bos_text = match (&serving.special.bos_token, bos) {
+        (Some(t), _) => t.clone(),
+        (None, Some(id)) => format!(
+            "{:?} (id {id}, config.json's bos_token_id)",
+            serving.tokenizer.id_to_token(id).unwrap_or_default()
+        ),
+        (None, None) => "(none)".into(),
+    };
     if ns == nt {
         return Finding::pass(Template, ID, format!("{ns} leading BOS on both sides"))
             .with("bos", bos_text);
@@ -327,6 +353,26 @@ fn generation_prompt(
                                 &suffix,
                             ));
                         }
+                        // A template that appends nothing for add_generation_prompt passes the
+                        // prefix test trivially: then the training context must continue with
+                        // the reply itself, not with markup the model would have to generate.
+                        if suffix.as_deref() == Some("") {
+                            if let Some(end) = markup_before_reply(
+                                serving,
+                                &conv.messages[k],
+                                &sft_ids[prompt.len()..],
+                            ) {
+                                return Ok(prompt_finding(
+                                    serving,
+                                    conv,
+                                    k,
+                                    &prompt,
+                                    &sft_ids[..prompt.len() + end],
+                                    prompt.len(),
+                                    &suffix,
+                                ));
+                            }
+                        }
                         continue;
                     }
                 },
@@ -403,6 +449,28 @@ fn prompt_finding(
 }
 
 /// render(add_generation_prompt=true) minus render(false) on one user message.
+/// When the SFT ids after the serving prompt do not start with the assistant reply's text
+/// (leading whitespace aside), the number of tokens before the reply: markup the SFT data had
+/// in the context and the server leaves for the model to generate. None when the reply follows
+/// directly, or cannot be located.
+fn markup_before_reply(p: &Pipeline, message: &serde_json::Value, rest: &[u32]) -> Option<usize> {
+    let content = message.get("content")?.as_str()?.trim();
+    let head: String = content.chars().take(12).collect();
+    if head.is_empty() {
+        return None;
+    }
+    let text = super::tokens::decode(&p.tokenizer, rest);
+    if text.trim_start().starts_with(&head) {
+        return None;
+    }
+    // How many tokens precede the reply's first characters.
+    (1..=rest.len().min(64)).find(|&n| {
+        super::tokens::decode(&p.tokenizer, &rest[n..])
+            .trim_start()
+            .starts_with(&head)
+    })
+}
+
 pub fn generation_suffix(p: &Pipeline) -> Option<String> {
     let msgs = vec![serde_json::json!({"role": "user", "content": "Hello"})];
     let with = p.render(&msgs, None, true).ok()?.text;

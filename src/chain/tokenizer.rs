@@ -9,6 +9,7 @@ use super::probe::{PROBE_CORPUS, PROBE_VERSION};
 use super::tokens::{decode, encode, show_tokens, single_id};
 use super::{Boundary::Tokenizer as Tok, Context, Finding, Severity};
 use crate::artifacts::ModelDir;
+use crate::error::Error;
 use crate::error::Result;
 
 pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
@@ -25,16 +26,60 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
     out.extend(vs_lock(ctx, &tok.tokenizer, &tok.sha256)?);
     out.push(round_trip(&tok.tokenizer)?);
     out.extend(special_tokens(&ctx.model));
+    out.push(stack(ctx));
     out.extend(golden_reencode(ctx, &tok.tokenizer)?);
     Ok(out)
+}
+
+/// Which serving stack's feed the chain predicts, and which tokenizer that stack runs.
+fn stack(ctx: &Context) -> Finding {
+    let why = match &ctx.stack_origin {
+        super::StackOrigin::Suite => "[target] stack".to_string(),
+        super::StackOrigin::Detected(e) => {
+            format!("detected: {e}; set [target] stack to choose")
+        }
+        super::StackOrigin::Default if ctx.model.root.is_file() => {
+            "default for a GGUF file; set [target] stack to choose".to_string()
+        }
+        super::StackOrigin::Default => {
+            "default for a Hugging Face directory; set [target] stack to choose".to_string()
+        }
+    };
+    let mut f = Finding::new(
+        Tok,
+        "tokenizer.stack",
+        Severity::Info,
+        format!("predicting what {} feeds the model ({why})", ctx.stack),
+    );
+    if let Some(t) = &ctx.stack_tokenizer {
+        f = f.with("tokenizer", t);
+    }
+    if let Some(p) = &ctx.serving {
+        f = f.with("template", &p.origin);
+    }
+    for n in &ctx.stack_notes {
+        f = f.with("note", n);
+    }
+    f
 }
 
 /// sha256 over the ids of the probe corpus: two tokenizers with the same fingerprint split the
 /// probe strings identically, whatever their files look like.
 pub fn fingerprint(tok: &Tokenizer) -> Result<String> {
+    fingerprint_v(tok, PROBE_VERSION)
+}
+
+/// The fingerprint over a given probe-corpus version (locks keep the version they used).
+pub fn fingerprint_v(tok: &Tokenizer, version: u32) -> Result<String> {
+    let corpus = super::probe::corpus(version).ok_or_else(|| {
+        Error::input(format!(
+            "the lock's tokenizer probe version {version} is newer than this chatgate knows ({PROBE_VERSION})"
+        ))
+        .hint("upgrade chatgate, or re-lock with this one")
+    })?;
     let mut h = Sha256::new();
-    h.update(format!("chatgate-probe-v{PROBE_VERSION}\n"));
-    for s in PROBE_CORPUS {
+    h.update(format!("chatgate-probe-v{version}\n"));
+    for s in corpus {
         for id in encode(tok, s, false)? {
             h.update(id.to_le_bytes());
         }
@@ -53,7 +98,8 @@ fn vs_lock(ctx: &Context, tok: &Tokenizer, file_sha: &str) -> Result<Vec<Finding
         )
         .with("lock", ctx.suite.lock_path.display())]);
     };
-    let fp = fingerprint(tok)?;
+    // Compared on the probe strings the lock was made with.
+    let fp = fingerprint_v(tok, locked.probe_version)?;
     let file = if locked.sha256 == file_sha {
         Finding::pass(
             Tok,
@@ -70,24 +116,26 @@ fn vs_lock(ctx: &Context, tok: &Tokenizer, file_sha: &str) -> Result<Vec<Finding
         .with("locked", short(&locked.sha256))
         .with("found", short(file_sha))
     };
-    let semantic = if locked.probe_version != PROBE_VERSION {
-        Finding::new(
-            Tok,
-            "tokenizer.fingerprint",
-            Severity::Warning,
-            "the lock was made with another probe corpus version; re-lock to compare fingerprints",
-        )
-        .with("lock probe version", locked.probe_version)
-        .with("this build", PROBE_VERSION)
-    } else if locked.fingerprint == fp {
-        Finding::pass(
+    let semantic = if locked.fingerprint == fp {
+        let mut f = Finding::pass(
             Tok,
             "tokenizer.fingerprint",
             format!(
                 "the tokenizer splits the probe corpus as locked ({})",
                 short(&fp)
             ),
-        )
+        );
+        if locked.probe_version != PROBE_VERSION {
+            f = f.with(
+                "note",
+                format!(
+                    "the lock uses probe corpus v{}; this build's v{PROBE_VERSION} adds common English text — `chatgate lock --update {}` to use it",
+                    locked.probe_version,
+                    ctx.suite.path.display()
+                ),
+            );
+        }
+        f
     } else {
         let mut f = Finding::new(Tok, "tokenizer.fingerprint", Severity::Error, "the tokenizer splits text differently from the locked one: another tokenizer, or another version of it")
             .with("locked", short(&locked.fingerprint))
@@ -254,8 +302,19 @@ pub fn special_tokens(model: &ModelDir) -> Vec<Finding> {
 
 /// encode(decode(golden ids)) == golden ids: the serving tokenizer reproduces the ids the
 /// training pipeline produced for the same text (tokenizers#1512, mellea#947).
-fn golden_reencode(ctx: &Context, tok: &Tokenizer) -> Result<Vec<Finding>> {
+/// Decode each golden row and encode it again the way the serving stack does: a stack that
+/// splits the SFT text differently feeds the model ids it was not trained on.
+fn golden_reencode(ctx: &Context, raw: &Tokenizer) -> Result<Vec<Finding>> {
     const ID: &str = "tokenizer.golden-reencode";
+    let tok = ctx.serving.as_ref().map(|p| &p.tokenizer).unwrap_or(raw);
+    let reencode = |text: &str| -> Result<Vec<u32>> {
+        match &ctx.serving {
+            // The stack's own text-to-ids step, minus a completions endpoint's added tokens:
+            // the row's text already holds what the template wrote.
+            Some(p) if p.strip_leading.is_some() || p.strip_trailing.is_some() => p.ids(text),
+            _ => encode(tok, text, false),
+        }
+    };
     let golden: Vec<_> = ctx
         .conversations
         .iter()
@@ -267,7 +326,7 @@ fn golden_reencode(ctx: &Context, tok: &Tokenizer) -> Result<Vec<Finding>> {
     let mut failures = Vec::new();
     for (id, ids) in &golden {
         let text = decode(tok, ids);
-        let again = encode(tok, &text, false)?;
+        let again = reencode(&text)?;
         if &again != *ids {
             let at = ids
                 .iter()
@@ -299,6 +358,7 @@ fn golden_reencode(ctx: &Context, tok: &Tokenizer) -> Result<Vec<Finding>> {
             golden.len()
         ),
     )
+    .with("stack", ctx.stack)
     .with("first row", id)
     .with("first difference at token", at)
     .with(

@@ -155,6 +155,12 @@ pub struct RenderArgs {
     /// The template's eos_token (default: the model directory's).
     #[arg(long, value_name = "S")]
     pub eos_token: Option<String>,
+    /// The serving stack whose ids to predict: `transformers` (vLLM, SGLang, transformers
+    /// serve, TRL: transformers 5 tokenizer semantics), `tokenizers` (raw tokenizer.json: TGI,
+    /// mistral.rs), `llama.cpp` (the GGUF's tokenizer, template and special tokens; a template
+    /// BOS deduplicated), `llama-cpp-python` (the GGUF's, no BOS added).
+    #[arg(long, value_enum, default_value = "transformers")]
+    pub stack: crate::stack::Stack,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
 }

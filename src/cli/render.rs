@@ -46,6 +46,11 @@ pub struct RenderOutput {
     pub origin: String,
     pub encoding: Option<tokenizers::Encoding>,
     pub assistant_spans: Vec<(usize, usize)>,
+    /// Which tokenizer the stack runs, e.g. "transformers 5: LlamaTokenizer rebuilt …".
+    pub tokenizer_origin: Option<String>,
+    /// What to know about the prediction (fallbacks).
+    pub notes: Vec<String>,
+    pub stack: crate::stack::Stack,
     tokenizer: Option<tokenizers::Tokenizer>,
 }
 
@@ -56,6 +61,13 @@ impl RenderOutput {
         if let Some(enc) = &self.encoding {
             out["ids"] = json!(enc.get_ids());
             out["tokens"] = json!(enc.get_tokens());
+        }
+        out["stack"] = json!(self.stack.name());
+        if let Some(t) = &self.tokenizer_origin {
+            out["tokenizer"] = json!(t);
+        }
+        if !self.notes.is_empty() {
+            out["notes"] = json!(self.notes);
         }
         out["assistant_spans"] = json!(self
             .assistant_spans
@@ -73,8 +85,10 @@ impl RenderOutput {
         match (&self.encoding, &self.tokenizer) {
             (Some(enc), Some(t)) => {
                 out.push_str(&format!(
-                    "── {} tokens (add_special_tokens=false):\n",
-                    enc.get_ids().len()
+                    "── {} tokens, as {} feeds them ({}):\n",
+                    enc.get_ids().len(),
+                    self.stack,
+                    self.tokenizer_origin.as_deref().unwrap_or("tokenizer")
                 ));
                 let view: Vec<String> = enc
                     .get_ids()
@@ -86,40 +100,54 @@ impl RenderOutput {
             }
             _ => out.push_str("── no tokenizer (pass --model DIR to see token ids)\n"),
         }
+        for n in &self.notes {
+            out.push_str(&format!("── note: {n}\n"));
+        }
         out
     }
 }
 
-/// Render and tokenize as `chatgate render` does.
+/// Render and tokenize as `chatgate render` does: the template, special tokens and tokenizer
+/// the chosen stack would use.
 pub fn render(a: &RenderArgs) -> Result<RenderOutput> {
     let model = a.model.as_deref().map(ModelDir::open).transpose()?;
     let (messages, tools, documents) = read_conversation(&a.messages)?;
+    let feed = match &model {
+        Some(m) => crate::stack::feed(a.stack, m, false)?,
+        None => None,
+    };
+    let model_template = |m: &ModelDir| -> Result<(String, String)> {
+        // With tools, transformers picks the "tool_use" template when the model has one.
+        let t = match &feed {
+            Some(f) if a.stack.reads_gguf() => f.template.as_ref(),
+            _ => m.templates.select(tools.is_some()),
+        }
+        .ok_or_else(|| {
+            Error::in_file(
+                &m.root,
+                format!("the model ships no chat template {} would use", a.stack),
+            )
+            .hint("pass one with --template FILE.jinja")
+        })?;
+        // Origins are relative to the model directory (a GGUF file's own folder).
+        let base = if m.root.is_file() {
+            m.root.parent().unwrap_or(&m.root)
+        } else {
+            &m.root
+        };
+        Ok((t.text.clone(), base.join(&t.origin).display().to_string()))
+    };
     let (source, origin) = match (&a.template, &model) {
         (Some(path), _) => (
             crate::error::read_to_string(path)?,
             path.display().to_string(),
         ),
-        (None, Some(m)) => {
-            let t = m.templates.select(tools.is_some()).ok_or_else(|| {
-                Error::in_file(&m.root, "the model ships no chat template")
-                    .hint("pass one with --template FILE.jinja")
-            })?;
-            // Origins are relative to the model directory (a GGUF file's own folder).
-            let base = if m.root.is_file() {
-                m.root.parent().unwrap_or(&m.root)
-            } else {
-                &m.root
-            };
-            (t.text.clone(), base.join(&t.origin).display().to_string())
-        }
+        (None, Some(m)) => model_template(m)?,
         (None, None) => return Err(Error::input("give --model DIR or --template FILE.jinja")),
     };
     let template =
         ChatTemplate::new(&source).map_err(|e| Error::in_file(&origin, e.to_string()))?;
-    let mut special = model
-        .as_ref()
-        .map(|m| m.special_tokens())
-        .unwrap_or_default();
+    let mut special = feed.as_ref().map(|f| f.special.clone()).unwrap_or_default();
     if a.bos_token.is_some() {
         special.bos_token = a.bos_token.clone();
     }
@@ -137,20 +165,19 @@ pub fn render(a: &RenderArgs) -> Result<RenderOutput> {
             ..Default::default()
         })
         .map_err(|e| Error::in_file(&origin, e.to_string()))?;
-    let tokenizer = model.and_then(|m| m.tokenizer).map(|t| t.tokenizer);
-    let encoding = match &tokenizer {
-        Some(t) => Some(
-            t.encode(rendered.text.as_str(), false)
-                .map_err(|e| Error::input(format!("the tokenizer failed: {e}")))?,
-        ),
-        None => None,
-    };
+    let encoding = feed
+        .as_ref()
+        .map(|f| f.encode(&rendered.text))
+        .transpose()?;
     Ok(RenderOutput {
         text: rendered.text,
         origin,
         encoding,
         assistant_spans: rendered.assistant_spans,
-        tokenizer,
+        tokenizer_origin: feed.as_ref().map(|f| f.tokenizer_origin.clone()),
+        notes: feed.as_ref().map(|f| f.notes.clone()).unwrap_or_default(),
+        stack: a.stack,
+        tokenizer: feed.map(|f| f.tokenizer),
     })
 }
 

@@ -42,17 +42,26 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
     let spec = spec::resolve(opts.target.as_deref(), &suite)?;
     let under_test = model_under_test(&mut suite, &spec);
     let prompts = load_prompts(&suite)?;
+    let (target, reference) = open_targets(&spec, &suite).await?;
+    // Predict what this server feeds the model: the suite's stack, else the one its routes
+    // reveal (llama.cpp, llama-cpp-python, TGI, vLLM/SGLang).
+    let detected = match (&target, suite.file.target.as_ref().and_then(|t| t.stack)) {
+        (Target::Http(h), None) => crate::stack::detect(&h.introspect().await),
+        _ => None,
+    };
     let ctx = {
         let suite = suite.clone();
-        tokio::task::spawn_blocking(move || Context::load(suite))
-            .await
-            .map_err(|e| Error::input(format!("loading the suite failed: {e}")))??
+        tokio::task::spawn_blocking(move || {
+            let model = crate::artifacts::ModelDir::open(&suite.model_dir)?;
+            Context::load_with(suite, model, detected)
+        })
+        .await
+        .map_err(|e| Error::input(format!("loading the suite failed: {e}")))??
     };
     let mut findings = chain::run_offline(&ctx)?;
     findings.extend(under_test);
     let progress = progress::Progress::new(opts.progress);
 
-    let (target, reference) = open_targets(&spec, &suite).await?;
     let mut report = GateReport {
         suite: suite.name.clone(),
         suite_file: suite.path.display().to_string(),

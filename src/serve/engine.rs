@@ -151,13 +151,9 @@ impl Engine {
         self.bos_id
     }
 
+    /// The tokenizer the model runs with (transformers 5 semantics, like vLLM).
     fn tokenizer(&self) -> Result<&tokenizers::Tokenizer, ApiError> {
-        self.model
-            .model_dir()
-            .tokenizer
-            .as_ref()
-            .map(|t| &t.tokenizer)
-            .ok_or_else(|| ApiError::bad_request("the served model has no tokenizer"))
+        Ok(self.model.tokenizer())
     }
 
     /// The prompt's ids as this server feeds them to the model (faults included).

@@ -486,9 +486,13 @@ impl CandleModel {
         context_length: usize,
         weight_eos: Vec<u32>,
     ) -> Result<CandleModel> {
-        let tokenizer = match &model.tokenizer {
-            Some(t) => t.tokenizer.clone(),
-            None => {
+        // The in-process model (and `chatgate serve` over it) stands in for a transformers
+        // stack: it tokenizes as transformers 5 does, as the SFT data was tokenized.
+        let feed = crate::stack::feed(crate::stack::Stack::Transformers, &model, false)?;
+        let tokenizer = match (feed, &model.tokenizer) {
+            (Some(f), _) => f.tokenizer,
+            (None, Some(t)) => t.tokenizer.clone(),
+            (None, None) => {
                 let mut e = Error::in_file(
                     &model.root,
                     "has no tokenizer (tokenizer.json, or tokenizer metadata in the GGUF)",

@@ -292,9 +292,41 @@ fn generation_filter(value: Value) -> Value {
 }
 
 /// jinja2 `|length` / `|count`: `len(value)`, 0 for undefined.
+/// A filter's result as a jinja2 generator: iterable, always true, not sized, not JSON
+/// (`range` stays sized: only these results are generators).
+#[derive(Debug)]
+pub struct Generator(Vec<Value>);
+
+impl Object for Generator {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Iterable
+    }
+    fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
+        minijinja::value::Enumerator::Values(self.0.clone())
+    }
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        // Known for loop.length (jinja2 materialises the iterator for it); `length` refuses.
+        Some(self.0.len())
+    }
+    fn is_true(self: &Arc<Self>) -> bool {
+        true
+    }
+}
+
+fn generator(items: Vec<Value>) -> Value {
+    Value::from_object(Generator(items))
+}
+
+pub fn is_generator(v: &Value) -> bool {
+    v.downcast_object_ref::<Generator>().is_some()
+}
+
 fn length_filter(value: &Value) -> Result<Value, Error> {
     if value.is_undefined() {
         return Ok(Value::from(0));
+    }
+    if is_generator(value) {
+        return Err(err("object of type 'generator' has no len()"));
     }
     minijinja::filters::length(value).map(Value::from)
 }
@@ -983,6 +1015,53 @@ pub(crate) fn build(limits: &RenderLimits) -> Result<Environment<'static>, Error
     env.add_filter("tojson", |value: &Value, args: Rest<ValueOrKwargs>| {
         tojson_filter(value, &args.into_values())
     });
+    // jinja2's map/select/reject/selectattr/rejectattr return generators: iterable, joinable,
+    // listable, but `tojson` raises "Object of type generator is not JSON serializable" and
+    // `length` raises (llama.cpp's DeepSeek-R1 template writes `tools | map(...) | tojson`).
+    env.add_filter(
+        "map",
+        |state: &mut State, value: Value, args: Rest<ValueOrKwargs>| {
+            minijinja::filters::map(state, value, args).map(generator)
+        },
+    );
+    env.add_filter(
+        "select",
+        |state: &mut State,
+         value: Value,
+         test: Option<std::borrow::Cow<'_, str>>,
+         args: Rest<ValueOrKwargs>| {
+            minijinja::filters::select(state, value, test, args).map(generator)
+        },
+    );
+    env.add_filter(
+        "reject",
+        |state: &mut State,
+         value: Value,
+         test: Option<std::borrow::Cow<'_, str>>,
+         args: Rest<ValueOrKwargs>| {
+            minijinja::filters::reject(state, value, test, args).map(generator)
+        },
+    );
+    env.add_filter(
+        "selectattr",
+        |state: &mut State,
+         value: Value,
+         attr: std::borrow::Cow<'_, str>,
+         test: Option<std::borrow::Cow<'_, str>>,
+         args: Rest<ValueOrKwargs>| {
+            minijinja::filters::selectattr(state, value, attr, test, args).map(generator)
+        },
+    );
+    env.add_filter(
+        "rejectattr",
+        |state: &mut State,
+         value: Value,
+         attr: std::borrow::Cow<'_, str>,
+         test: Option<std::borrow::Cow<'_, str>>,
+         args: Rest<ValueOrKwargs>| {
+            minijinja::filters::rejectattr(state, value, attr, test, args).map(generator)
+        },
+    );
     env.add_filter("string", string_filter);
     env.add_filter("length", length_filter);
     env.add_filter("int", int_filter);

@@ -870,9 +870,23 @@ fn gguf_file_metadata_tensors_tokenizer_templates() {
         &[4]
     );
 
+    // A GGUF's identity is its tensor data (the header is hashed per boundary, apart).
     let id = m.hash_weights().expect("hash");
-    assert_eq!(id.files[0].sha256, sha256_bytes(&bytes));
+    let data_offset = m.gguf.as_ref().expect("gguf").data_offset as usize;
+    assert!(data_offset > 0 && data_offset < bytes.len());
+    assert_eq!(id.files[0].sha256, sha256_bytes(&bytes[data_offset..]));
+    assert_eq!(id.files[0].size, (bytes.len() - data_offset) as u64);
+    assert_eq!(id.files[0].scope.as_deref(), Some("tensor-data"));
+    let groups = id.files[0].metadata.as_ref().expect("metadata hashes");
+    assert_eq!(
+        groups.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["general", "model", "special-ids", "template", "tokenizer"]
+    );
     assert_eq!(id.files[0].name, "tiny.gguf");
+    // Locks made before the split compare whole files.
+    let whole = m.hash_weights_whole_files().expect("hash");
+    assert_eq!(whole.files[0].sha256, sha256_bytes(&bytes));
+    assert_eq!(whole.files[0].scope, None);
 
     // The same file inside a directory is its GGUF; HF files there take precedence.
     let dir = tmp.path().join("dir");

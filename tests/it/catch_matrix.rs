@@ -253,9 +253,9 @@ fn file_faults() -> Vec<(
         ),
         (
             "tokenizer version drift",
-            "tokenizer.json without its first BPE merge (`Ġ t`)",
+            "tokenizer.json without its first BPE merge (`Ġ t`); probe corpus v2's English text splits differently",
             "tokenizer",
-            "tokenizer.golden-reencode",
+            "tokenizer.fingerprint",
             |d| {
                 edit_json(&d.join("tokenizer.json"), |t| {
                     let merges = t["model"]["merges"].as_array_mut().expect("merges");
@@ -279,7 +279,7 @@ fn file_faults() -> Vec<(
             "double BOS",
             "chat template prefixed with `<|endoftext|>` (config.json's bos_token_id; the SFT ids start without it)",
             "template",
-            "template.parity",
+            "template.bos-count",
             |d| {
                 edit_json(&d.join("tokenizer_config.json"), |t| {
                     let tpl = t["chat_template"].as_str().expect("template").to_string();
@@ -416,11 +416,15 @@ async fn real_rows(rows: &mut Vec<Row>, python: Option<&Path>) {
         "checkpoint",
         "checkpoint.fingerprint",
     );
+    // llama.cpp stops on every end-of-generation token, and recognises `<|im_end|>` as one by
+    // name whatever `eos_token_id` says: pointing eos at `<|endoftext|>` is harmless there (the
+    // gate and the real server agree). Pointing it at `+` makes the server cut replies at the
+    // first `+`, a metadata-only edit the gate must blame on the stop set, not the checkpoint.
     let eos = Row::new(
-        "stop set misses the turn terminator",
-        "llama-cpp-python over a copy of tiny-chat's GGUF with `tokenizer.ggml.eos_token_id = 0`, which the suite serves and locks".into(),
+        "stop token inside the reply",
+        "llama-cpp-python over a copy of tiny-chat's GGUF with `tokenizer.ggml.eos_token_id = 13` (`+`), which the suite serves and locks".into(),
         "generation-config",
-        "generation.stop-set",
+        "generation.stop-inside-reply",
     );
     let Some(python) = python else {
         rows.extend([llama2, base, eos]);
@@ -454,7 +458,7 @@ async fn real_rows(rows: &mut Vec<Row>, python: Option<&Path>) {
     let ws = Workspace::new();
     std::fs::create_dir_all(ws.path("patched")).expect("mkdir");
     let patched = ws.path("patched/model.gguf");
-    llama_server::gguf_with_eos(&chat_gguf, 0, &patched);
+    llama_server::gguf_with_eos(&chat_gguf, 13, &patched);
     ws.edit_suite(
         "llama-cpp-python",
         "dir = \"../models/tiny-chat/model.gguf\"",
@@ -477,7 +481,10 @@ async fn real_rows(rows: &mut Vec<Row>, python: Option<&Path>) {
     let r = gate(ws.suite("llama-cpp-python"), Some(server.url.clone())).await;
     drop(server);
     rows.push(eos.judge(&r));
-    eprintln!("llama-cpp-python eos 0: {:.1} s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "llama-cpp-python eos 13: {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
 }
 
 /// Healthy targets, each gated `HEALTHY_RUNS` times.

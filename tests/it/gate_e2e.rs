@@ -76,6 +76,21 @@ async fn healthy_server_passes_identically_five_times() {
             Some(first) => assert_eq!(first, &verdicts, "run {run} differs"),
         }
         assert!(r.findings.0.iter().any(|f| f.check == "server.determinism"));
+        // The smoke suite names no stack: the server's vLLM-style chat /tokenize tells.
+        let stack = r
+            .findings
+            .0
+            .iter()
+            .find(|f| f.check == "tokenizer.stack")
+            .expect("the stack the gate assumed");
+        assert!(
+            stack.message.contains("what transformers feeds")
+                && stack
+                    .message
+                    .contains("detected: the server answers chat POST /tokenize"),
+            "{}",
+            stack.message
+        );
     }
     server.stop().await.expect("stop");
 }

@@ -20,6 +20,7 @@ mod report_formats;
 mod serve_http;
 mod snapshot_workflow;
 mod sse_reader;
+mod stack_profiles;
 mod target_architectures;
 mod target_candle;
 mod template_behaviour;

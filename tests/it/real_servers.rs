@@ -132,12 +132,15 @@ async fn a_strict_suite_fails_on_a_quirk() {
     .expect("link");
     let suite = dir.path().join("suites/llama-cpp-python.toml");
     let text = std::fs::read_to_string(&suite).expect("suite");
+    // No `stack` either: the gate must detect llama-cpp-python from its routes.
+    assert!(text.contains("stack = \"llama-cpp-python\"\n"));
     std::fs::write(
         &suite,
         text.replace(
             "[server]\n",
             "[server]\nstrict = [\"server.include-usage\"]\n",
-        ),
+        )
+        .replace("stack = \"llama-cpp-python\"\n", ""),
     )
     .expect("write");
     let gguf = Path::new(REPO).join("models/tiny-chat/model.gguf");
@@ -155,5 +158,17 @@ async fn a_strict_suite_fails_on_a_quirk() {
     assert_eq!(
         (first.boundary.name(), first.check),
         ("server", "server.include-usage")
+    );
+    let stack = r
+        .findings
+        .0
+        .iter()
+        .find(|f| f.check == "tokenizer.stack")
+        .expect("the stack the gate assumed");
+    assert!(
+        stack.message.contains("what llama-cpp-python feeds")
+            && stack.message.contains("/extras/tokenize"),
+        "{}",
+        stack.message
     );
 }

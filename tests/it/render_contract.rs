@@ -1,6 +1,9 @@
 //! The `chatgate render` contract on real model directories: text equal to transformers'
-//! apply_chat_template and ids equal to tokenizers' encode(text, add_special_tokens=false), for
-//! every model golden in tests/corpus/goldens, and for the fixture's SFT rows (produced by
+//! apply_chat_template; ids equal to transformers 5.23's `apply_chat_template(tokenize=True)`
+//! with `--stack transformers` (the default) and to raw tokenizers' encode(text,
+//! add_special_tokens=false) with `--stack tokenizers`, for every model golden in
+//! tests/corpus/goldens; the stack profile's tokenizer against live transformers on 48 edited
+//! model directories (goldens/stack_variants.json); and the fixture's SFT rows (produced by
 //! transformers itself, assistant masks included).
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -8,6 +11,7 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use chatgate::cli::render::{render, RenderOutput};
 use chatgate::cli::{Format, RenderArgs};
+use chatgate::stack::Stack;
 use serde_json::{json, Value};
 
 fn corpus() -> PathBuf {
@@ -15,7 +19,12 @@ fn corpus() -> PathBuf {
 }
 
 fn args(model: &Path, messages: &Path, add_generation_prompt: bool) -> RenderArgs {
+    args_on(model, messages, add_generation_prompt, Stack::Transformers)
+}
+
+fn args_on(model: &Path, messages: &Path, add_generation_prompt: bool, stack: Stack) -> RenderArgs {
     RenderArgs {
+        stack,
         model: Some(model.to_path_buf()),
         template: None,
         messages: messages.to_path_buf(),
@@ -64,20 +73,25 @@ fn every_model_golden_text_and_ids() {
             let file = tmp.path().join(format!("{id}.json"));
             fs::write(&file, doc.to_string()).unwrap();
             let agp = case["add_generation_prompt"].as_bool().unwrap();
-            let label = format!("{name} {id} agp={agp}");
-            checked += 1;
-            match (render(&args(&dir, &file, agp)), case.get("error")) {
-                (Ok(out), None) => compare(&label, &out, case, &mut failures),
-                (Err(_), Some(_)) => {}
-                (Ok(out), Some(e)) => failures.push(format!(
-                    "{label}: transformers raised {e}, we rendered {:?}",
-                    out.text
-                )),
-                (Err(e), None) => failures.push(format!("{label}: we failed: {e}")),
+            for (stack, ids_key) in [
+                (Stack::Transformers, "ids_transformers"),
+                (Stack::Tokenizers, "ids_tokenizers"),
+            ] {
+                let label = format!("{name} {id} agp={agp} --stack {stack}");
+                checked += 1;
+                match (render(&args_on(&dir, &file, agp, stack)), case.get("error")) {
+                    (Ok(out), None) => compare(&label, &out, case, ids_key, &mut failures),
+                    (Err(_), Some(_)) => {}
+                    (Ok(out), Some(e)) => failures.push(format!(
+                        "{label}: transformers raised {e}, we rendered {:?}",
+                        out.text
+                    )),
+                    (Err(e), None) => failures.push(format!("{label}: we failed: {e}")),
+                }
             }
         }
     }
-    assert!(checked >= 100, "only {checked} cases found");
+    assert!(checked >= 200, "only {checked} cases found");
     assert!(
         failures.is_empty(),
         "{} of {checked} model-golden cases differ:\n{}",
@@ -86,7 +100,13 @@ fn every_model_golden_text_and_ids() {
     );
 }
 
-fn compare(label: &str, out: &RenderOutput, case: &Value, failures: &mut Vec<String>) {
+fn compare(
+    label: &str,
+    out: &RenderOutput,
+    case: &Value,
+    ids_key: &str,
+    failures: &mut Vec<String>,
+) {
     if out.text != case["text"].as_str().unwrap() {
         failures.push(format!(
             "{label}: text differs\n  want {:?}\n  got  {:?}",
@@ -94,7 +114,7 @@ fn compare(label: &str, out: &RenderOutput, case: &Value, failures: &mut Vec<Str
         ));
         return;
     }
-    let want: Vec<u32> = serde_json::from_value(case["ids_tokenizers"].clone()).unwrap();
+    let want: Vec<u32> = serde_json::from_value(case[ids_key].clone()).unwrap();
     let got = out
         .encoding
         .as_ref()
@@ -228,4 +248,104 @@ fn json_output_shape_through_the_binary() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["text"], "<B>[user] What is 2+2?\n");
     assert!(v.get("ids").is_none() && v.get("tokens").is_none(), "{v}");
+}
+
+/// Copy a corpus model and apply one variant's edits, as scripts/make_stack_goldens.py did.
+fn make_variant(root: &Path, v: &Value) -> PathBuf {
+    let dir = root.join(v["name"].as_str().unwrap());
+    fs::create_dir_all(&dir).unwrap();
+    let base = corpus().join("models").join(v["base"].as_str().unwrap());
+    for e in fs::read_dir(&base).unwrap() {
+        let p = e.unwrap().path();
+        fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
+    }
+    let read = |p: &Path| -> Value {
+        fs::read_to_string(p)
+            .map(|t| serde_json::from_str(&t).unwrap())
+            .unwrap_or(json!({}))
+    };
+    if let Some(edits) = v["tokenizer_config"].as_object() {
+        let p = dir.join("tokenizer_config.json");
+        let mut tc = read(&p);
+        for (k, val) in edits {
+            if val.get("$delete").is_some() {
+                tc.as_object_mut().unwrap().remove(k);
+            } else {
+                tc[k] = val.clone();
+            }
+        }
+        fs::write(&p, tc.to_string()).unwrap();
+    }
+    if v["tokenizer_json_post_processor_null"] == true {
+        let p = dir.join("tokenizer.json");
+        let mut tj = read(&p);
+        tj["post_processor"] = Value::Null;
+        fs::write(&p, tj.to_string()).unwrap();
+    }
+    if v["drop_config"] == true {
+        let _ = fs::remove_file(dir.join("config.json"));
+    }
+    if v["config"].is_object() {
+        fs::write(dir.join("config.json"), v["config"].to_string()).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn the_transformers_stack_predicts_live_transformers_on_edited_model_directories() {
+    let golden: Value = serde_json::from_str(
+        &fs::read_to_string(corpus().join("goldens/stack_variants.json")).unwrap(),
+    )
+    .unwrap();
+    let strings: Vec<String> = serde_json::from_value(golden["strings"].clone()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    let variants = golden["variants"].as_array().unwrap();
+    for v in variants {
+        let name = v["name"].as_str().unwrap();
+        let dir = make_variant(tmp.path(), v);
+        let model = chatgate::artifacts::ModelDir::open(&dir).unwrap();
+        let feed = chatgate::stack::feed(Stack::Transformers, &model, false)
+            .unwrap()
+            .unwrap();
+        let class = v["class"].as_str().unwrap();
+        if !feed.tokenizer_origin.contains(class) {
+            failures.push(format!(
+                "{name}: transformers picks {class}, we predicted {:?}",
+                feed.tokenizer_origin
+            ));
+        }
+        let extra: Vec<String> = serde_json::from_value(v["extra_strings"].clone()).unwrap();
+        let texts: Vec<&String> = strings.iter().chain(&extra).collect();
+        for (key, special) in [("ids", false), ("ids_special", true)] {
+            let want: Vec<Vec<u32>> = serde_json::from_value(v[key].clone()).unwrap();
+            assert_eq!(want.len(), texts.len(), "{name}: golden shape");
+            for (text, want) in texts.iter().zip(&want) {
+                compared += 1;
+                let got = feed.tokenizer.encode(text.as_str(), special).unwrap();
+                if got.get_ids() != &want[..] {
+                    failures.push(format!(
+                        "{name} add_special_tokens={special} {text:?}\n  want {want:?}\n  got  {:?}",
+                        got.get_ids()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        variants.len() >= 48 && compared > 4000,
+        "{compared} comparisons"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {compared} differ:\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }

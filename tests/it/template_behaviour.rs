@@ -211,3 +211,61 @@ fn capabilities_are_probed() {
     assert!(caps.tools);
     assert_eq!(caps.generation_prompt.as_deref(), Some(""));
 }
+
+/// jinja2's map/select/reject/selectattr/rejectattr return generators. Expected values are
+/// transformers 5.23's own renders (`_compile_jinja_template(src).render(tools=...)`).
+#[test]
+fn filter_results_are_generators_as_in_jinja2() {
+    let tools = json!([
+        {"type": "function", "function": {"name": "a"}},
+        {"type": "function", "function": {"name": "b"}}
+    ]);
+    let run = |src: &str| -> Result<String, TemplateError> {
+        ChatTemplate::new(src)?
+            .render(&RenderRequest {
+                tools: Some(tools.clone()),
+                ..req(vec![user("hi")])
+            })
+            .map(|r| r.text)
+    };
+    // llama.cpp's DeepSeek-R1 template: raises in transformers, must raise here.
+    let e = run("{{ tools | map(attribute='function') | tojson(indent=2) }}").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("Object of type generator is not JSON serializable"),
+        "{e}"
+    );
+    let e = run("{{ tools | selectattr('type') | length }}").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("object of type 'generator' has no len()"),
+        "{e}"
+    );
+    let ok = [
+        (
+            "{{ tools | map(attribute='function') | list | tojson }}",
+            r#"[{"name": "a"}, {"name": "b"}]"#,
+        ),
+        (
+            "{{ tools | map(attribute='function') | map(attribute='name') | join(',') }}",
+            "a,b",
+        ),
+        (
+            "{% if tools | selectattr('type', 'equalto', 'nope') %}yes{% else %}no{% endif %}",
+            "yes",
+        ),
+        ("{{ (tools | selectattr('type') | first).function.name }}", "a"),
+        (
+            "{% for t in tools | rejectattr('type', 'equalto', 'x') %}{{ loop.index }}{{ t.function.name }}{% endfor %}",
+            "1a2b",
+        ),
+        ("{{ 'function' in (tools | map(attribute='type')) }}", "True"),
+        (
+            "{% for t in tools | select %}{{ loop.length }}{% endfor %}",
+            "22",
+        ),
+    ];
+    for (src, want) in ok {
+        assert_eq!(run(src).unwrap(), want, "{src}");
+    }
+}

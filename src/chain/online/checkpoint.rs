@@ -19,6 +19,25 @@ pub async fn check(online: &Online<'_>, obs: &Observed) -> Vec<Finding> {
     out
 }
 
+/// A lock that hashes whole GGUF files (made before tensor data and metadata were hashed
+/// apart) cannot hold the server's newer identity: accept the server's when the local files
+/// are the locked ones and their current identity is the server's.
+fn same_as_legacy_lock(online: &Online, hex: &str) -> bool {
+    let (Some(lock), model) = (online.ctx.lock.as_ref(), &online.ctx.model) else {
+        return false;
+    };
+    let legacy = lock
+        .weights
+        .files
+        .iter()
+        .any(|f| f.scope.is_none() && f.name.to_ascii_lowercase().ends_with(".gguf"));
+    legacy
+        && model
+            .hash_weights_whole_files()
+            .is_ok_and(|w| w.total == lock.weights.total)
+        && model.hash_weights().is_ok_and(|w| w.total.starts_with(hex))
+}
+
 /// What the server reports about its weights, against the lock.
 fn identity(online: &Online, obs: &Observed) -> Finding {
     let fp = obs
@@ -32,7 +51,7 @@ fn identity(online: &Online, obs: &Observed) -> Finding {
             .strip_prefix("fp_")
             .filter(|h| h.len() >= 8 && h.chars().all(|c| c.is_ascii_hexdigit()))
         {
-            if lock.weights.total.starts_with(hex) {
+            if lock.weights.total.starts_with(hex) || same_as_legacy_lock(online, hex) {
                 return Finding::pass(
                     Checkpoint,
                     "checkpoint.server-identity",
@@ -105,6 +124,8 @@ async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
             continue;
         };
         let Some(ids) = reply_ids(main, online) else {
+            // The server reported neither ids nor logprob tokens the vocabulary confirms.
+            inconclusive.push(format!("{} (generated ids unconfirmed)", run.probe.id));
             continue;
         };
         let ids: Vec<u32> = ids.into_iter().take(FINGERPRINT_TOKENS).collect();
@@ -138,7 +159,7 @@ async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
         .with("tolerance", format!("{tol} nats"));
     }
     if compared == 0 {
-        let mut f = Finding::new(Checkpoint, ID, Severity::Warning, "no probe could be fingerprinted: the server's prompt ids could not be confirmed (no tokenize endpoint, and usage.prompt_tokens differs from the local render)");
+        let mut f = Finding::new(Checkpoint, ID, Severity::Warning, "unconfirmed: no probe could be fingerprinted, because the server's prompt ids could not be confirmed (no tokenize endpoint, and usage.prompt_tokens differs from the local render) or it reported neither generated ids nor logprob tokens the vocabulary maps");
         if !inconclusive.is_empty() {
             f = f.with("probes", inconclusive.join(", "));
         }

@@ -331,20 +331,49 @@ impl Online<'_> {
     }
 }
 
-/// The generated ids of a reply: reported ids, else logprob ids, else the text re-encoded
-/// with the local tokenizer (then a stop token is not included).
+/// The generated ids of a reply as the server reports them: its token ids, else its logprob
+/// entries' ids, else their token strings mapped through the vocabulary. None when nothing
+/// confirms them: re-tokenizing the reply's text is never a faithful way to recover ids (a
+/// normalizer maps U+FA04 to U+5B85, a merge picks another split).
 pub fn reply_ids(rec: &Record, online: &Online) -> Option<Vec<u32>> {
     if let Some(ids) = &rec.token_ids {
         return Some(ids.clone());
     }
-    if let Some(lps) = &rec.logprobs {
-        let ids: Option<Vec<u32>> = lps.iter().map(|l| l.id).collect();
-        if let Some(ids) = ids {
-            return Some(ids);
-        }
+    let lps = rec.logprobs.as_ref()?;
+    let tok = online.ctx.serving.as_ref().map(|p| &p.tokenizer);
+    lps.iter()
+        .map(|l| l.id.or_else(|| tok.and_then(|t| vocab_id(t, &l.token))))
+        .collect()
+}
+
+/// A logprob entry's token string as a vocabulary id: the piece itself, its byte-level
+/// (GPT-2) spelling, its SentencePiece spelling (`▁` for spaces), or a `<0xNN>` byte token.
+pub fn vocab_id(tok: &tokenizers::Tokenizer, token: &str) -> Option<u32> {
+    if let Some(id) = tok.token_to_id(token) {
+        return Some(id);
     }
-    let p = online.ctx.serving.as_ref()?;
-    super::tokens::encode(&p.tokenizer, &rec.text, false).ok()
+    let byte_level: String = token.bytes().map(byte_to_unicode).collect();
+    if let Some(id) = tok.token_to_id(&byte_level) {
+        return Some(id);
+    }
+    if let Some(id) = tok.token_to_id(&token.replace(' ', "\u{2581}")) {
+        return Some(id);
+    }
+    match token.as_bytes() {
+        [b] => tok.token_to_id(&format!("<0x{b:02X}>")),
+        _ => None,
+    }
+}
+
+/// GPT-2's `bytes_to_unicode`: printable Latin-1 bytes stand for themselves, the others are
+/// shifted to U+0100 onwards.
+fn byte_to_unicode(b: u8) -> char {
+    let printable = |b: u8| (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
+    if printable(b) {
+        return char::from(b);
+    }
+    let shifted = (0..b).filter(|&x| !printable(x)).count() as u32;
+    char::from_u32(0x100 + shifted).unwrap_or('?')
 }
 
 /// A short, single-line rendering of a reply for evidence.
