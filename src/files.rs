@@ -13,6 +13,8 @@ use crate::error::{Error, Result};
 /// `0666 & !umask`, as `File::create` would (tempfiles are 0600 by default, which turned
 /// accepted snapshots and reports private).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    // A file that would hold the API key (a server echoed it into a reply) is not written.
+    crate::secrets::check_not_in(path, bytes)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

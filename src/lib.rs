@@ -10,6 +10,7 @@ pub mod latency;
 pub mod proxy;
 pub mod replay;
 pub mod report;
+pub mod secrets;
 pub mod serve;
 pub mod snapshot;
 pub mod stack;

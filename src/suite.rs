@@ -61,6 +61,15 @@ pub struct TargetSection {
     pub read_timeout_s: Option<f64>,
     /// Seconds one request may take in all (default 120).
     pub total_timeout_s: Option<f64>,
+    /// Seconds the whole gate run may take (default: unbounded, each request has its own
+    /// timeouts and the circuit breaker stops a stalled target); `--deadline` overrides it.
+    pub deadline_s: Option<f64>,
+    /// The largest non-streamed reply read, in MiB (default 16): a larger one is a protocol
+    /// failure, and memory stays bounded against a server that never stops sending.
+    pub max_body_mb: Option<u64>,
+    /// The most one stream may carry, in MiB (default 32; an SSE line may hold 4 MiB, or an
+    /// eighth of this when larger).
+    pub max_stream_mb: Option<u64>,
     /// Fields merged into every request body (server-specific, e.g. `repeat_penalty = 1.0` for
     /// llama-cpp-python, whose default is 1.1).
     #[serde(default)]
@@ -386,6 +395,17 @@ fn validate(file: &SuiteFile) -> std::result::Result<(), String> {
         seconds("connect_timeout_s", t.connect_timeout_s)?;
         seconds("read_timeout_s", t.read_timeout_s)?;
         seconds("total_timeout_s", t.total_timeout_s)?;
+        seconds("deadline_s", t.deadline_s)?;
+        for (key, v) in [
+            ("max_body_mb", t.max_body_mb),
+            ("max_stream_mb", t.max_stream_mb),
+        ] {
+            if let Some(m) = v.filter(|m| !(1..=4096).contains(m)) {
+                return Err(format!(
+                    "[target] {key} must be between 1 and 4096 MiB, got {m}"
+                ));
+            }
+        }
     }
     let count = |key: &str, v: Option<usize>, min: usize, max: usize| match v {
         Some(n) if n < min || n > max => {

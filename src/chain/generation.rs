@@ -349,6 +349,19 @@ fn no_stop_inside_reply(
 fn defaults(ctx: &Context) -> Vec<Finding> {
     const ID: &str = "generation.defaults";
     let want = &ctx.suite.file.generation;
+    // llama.cpp never reads generation_config.json: its defaults are the server's flags
+    // (checked online against /props as generation.server-defaults).
+    if ctx.stack.reads_gguf() {
+        return vec![Finding::new(
+            Gen,
+            ID,
+            Severity::Info,
+            format!(
+                "{} does not read generation_config.json: its sampling defaults are the server's flags (compared online with /props)",
+                ctx.stack
+            ),
+        )];
+    }
     let gc = ctx.model.generation_config.clone().unwrap_or_default();
     // transformers' GenerationConfig defaults when the file omits a field.
     let pairs: Vec<(&str, Option<String>, String)> = vec![

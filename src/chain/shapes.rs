@@ -205,11 +205,17 @@ fn try_shape(p: &Pipeline, s: &Shape) -> Result<Outcome> {
 }
 
 pub fn check(ctx: &Context, serving: &Pipeline) -> Result<Vec<Finding>> {
-    let used: Vec<&str> = ctx
+    // The shapes the suite declares it uses: its conversations and its replay prompts.
+    let mut used: Vec<&str> = ctx
         .conversations
         .iter()
         .flat_map(|c| used_by(&c.messages))
         .collect();
+    if let (Some(path), Some(section)) = (&ctx.suite.replay_prompts, &ctx.suite.file.replay) {
+        if let Ok(prompts) = crate::replay::prompts::load(path, section) {
+            used.extend(prompts.iter().flat_map(|p| used_by(&p.messages)));
+        }
+    }
     // A template that never mentions tools is not meant for tool calls: its failing on them
     // is worth knowing, not a warning.
     let tool_support = serving.template.source().contains("tool");

@@ -219,6 +219,33 @@ fn bos_count(serving: &Pipeline, compared: &[(&Conversation, &Ids, &Ids)]) -> Fi
         return Finding::pass(Template, ID, format!("{ns} leading BOS on both sides"))
             .with("bos", bos_text);
     }
+    // Counts that differ as part of another chat format (llama-2's `<s>[INST]` served for
+    // ChatML) are that format's fault, which template.parity names.
+    if let Some(d) = diverge(
+        &serving.tokenizer,
+        s,
+        &serving.tokenizer,
+        t,
+        bos,
+        &conv.messages,
+    ) {
+        if !matches!(
+            d.class,
+            DivergenceClass::DoubleBos | DivergenceClass::MissingBos
+        ) {
+            return Finding::new(
+                Template,
+                ID,
+                Severity::Info,
+                format!(
+                    "{ns} leading BOS served, {nt} in the SFT data, as part of another chat format ({}): see template.parity",
+                    d.class.name()
+                ),
+            )
+            .with("bos", bos_text)
+            .with("conversation", &conv.id);
+        }
+    }
     let class = if ns > nt {
         DivergenceClass::DoubleBos
     } else {

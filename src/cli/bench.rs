@@ -160,11 +160,11 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                     "{} {}: {}",
                     f.check,
                     format!("{:?}", f.severity).to_lowercase(),
-                    f.message
+                    crate::secrets::redact(&f.message)
                 );
             }
             if let Some(why) = &m.unreachable {
-                eprintln!("server.reachable error: {why}");
+                eprintln!("server.reachable error: {}", crate::secrets::redact(why));
                 return Ok(3);
             }
             Ok(i32::from(failed))
@@ -215,7 +215,7 @@ async fn bench(a: BenchArgs) -> Result<i32> {
             }
             emit(&a, &doc, &rows, &line)?;
             if let Some(why) = &unreachable {
-                eprintln!("server.reachable error: {why}");
+                eprintln!("server.reachable error: {}", crate::secrets::redact(why));
                 return Ok(3);
             }
             let below_slo = matches!((section.min_slo_attainment, summary.slo_attainment), (Some(min), Some(have)) if have + 1e-9 < min);
@@ -230,10 +230,10 @@ fn emit(a: &BenchArgs, doc: &serde_json::Value, rows: &[LatencyRow], line: &str)
         super::gate::write(p, &text)?;
     }
     match a.format {
-        Format::Json => println!("{text}"),
+        Format::Json => println!("{}", crate::secrets::redact(&text)),
         Format::Text => {
-            println!("{}", report::latency_table(rows));
-            println!("{line}");
+            println!("{}", crate::secrets::redact(&report::latency_table(rows)));
+            println!("{}", crate::secrets::redact(line));
         }
     }
     Ok(())

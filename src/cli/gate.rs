@@ -35,6 +35,10 @@ pub struct GateArgs {
     /// No progress bar (it is only ever shown on a terminal).
     #[arg(long)]
     pub no_progress: bool,
+    /// Stop the whole run after this many seconds and exit 3 (default: the suite's
+    /// [target] deadline_s; each request also has its own timeouts).
+    #[arg(long, value_name = "SECONDS")]
+    pub deadline: Option<f64>,
 }
 
 pub fn run(a: GateArgs) -> Result<i32> {
@@ -43,15 +47,19 @@ pub fn run(a: GateArgs) -> Result<i32> {
         target: a.target.clone(),
         update: a.update,
         progress: !a.no_progress && a.format == Format::Text,
+        deadline_s: a.deadline,
     };
-    let report = super::runtime()?.block_on(gate::run(&opts))?;
+    let report = super::runtime()?.block_on(gate::run_bounded(&opts))?;
     write_reports(&a, &report)?;
     match a.format {
         Format::Json => println!(
             "{}",
-            serde_json::to_string_pretty(&report::gate_json(&report)).unwrap_or_default()
+            redact(&serde_json::to_string_pretty(&report::gate_json(&report)).unwrap_or_default())
         ),
-        Format::Text => print!("{}", report::gate_terminal(&report, report::use_colour())),
+        Format::Text => print!(
+            "{}",
+            redact(&report::gate_terminal(&report, report::use_colour()))
+        ),
     }
     Ok(report.exit_code)
 }
@@ -70,7 +78,12 @@ fn write_reports(a: &GateArgs, r: &GateReport) -> Result<()> {
 }
 
 /// Reports are outputs, not accepted state, but a half-written file still confuses CI: write
-/// through a temporary file beside the target.
+/// through a temporary file beside the target. A server that echoed the API key gets it into
+/// findings: every report is redacted.
 pub(crate) fn write(path: &Path, text: &str) -> Result<()> {
-    crate::files::write_atomic(path, text.as_bytes())
+    crate::files::write_atomic(path, redact(text).as_bytes())
+}
+
+fn redact(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::secrets::redact(text)
 }

@@ -239,7 +239,10 @@ pub fn run(cli: Cli) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("chatgate: error: {e}");
+            eprintln!(
+                "chatgate: error: {}",
+                crate::secrets::redact(&e.to_string())
+            );
             e.exit_code()
         }
     }

@@ -27,9 +27,11 @@ chatgate proxy --upstream http://127.0.0.1:8000 --hostile-sse --chunk-bytes 1"
 forwarded to --upstream verbatim (method, path, query, headers except hop-by-hop ones, body) and the \
 response streams back as it arrives, SSE included.\n\n\
 --record FILE appends one JSON line per exchange: ts, method, path, query, request_headers \
-(authorization, cookies and any header naming a key/token/secret are written as \"<redacted>\"), \
-request_body, status, content_type, response_body (for SSE: the list of data payloads), stream, \
-timings {headers_ms, end_ms}. Point the suite's [client] recording at it and `chatgate check` diffs \
+(values only for an allow-list such as content-type, accept, user-agent; every other header, \
+authorization and cookies included, is written as \"<redacted>\"), request_body, status, \
+content_type, response_body (for SSE: the list of data payloads), stream, timings {headers_ms, \
+end_ms}, error. Query parameters and JSON fields named like credentials are redacted, and so is \
+the password of an --upstream URL. An exchange the upstream never answered is recorded too. Point the suite's [client] recording at it and `chatgate check` diffs \
 what the client really sent against the [client] contract (endpoint, model, params, required, \
 forbidden, stream, message shapes, rejected requests).\n\n\
 --hostile-sse re-frames streamed responses as hostile-but-legal SSE with byte-identical payloads: a \
@@ -62,6 +64,21 @@ pub struct ProxyArgs {
 }
 
 pub fn run(a: ProxyArgs) -> Result<i32> {
+    // Credentials in the upstream URL are redacted from every output and the recording.
+    if let Some(userinfo) = a
+        .upstream
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split('/').next())
+        .and_then(|host| host.rsplit_once('@'))
+        .map(|(u, _)| u.to_string())
+    {
+        crate::secrets::register(
+            userinfo
+                .split_once(':')
+                .map_or(userinfo.as_str(), |(_, p)| p),
+        );
+        crate::secrets::register(&userinfo);
+    }
     let opts = ProxyOptions {
         upstream: a.upstream,
         record: a.record,
@@ -78,7 +95,7 @@ pub fn run(a: ProxyArgs) -> Result<i32> {
         let (listener, local) = proxy::bind(&a.listen).await?;
         eprintln!(
             "chatgate proxy: forwarding to {}{}{}",
-            opts.upstream,
+            crate::secrets::redact(&opts.upstream),
             match &opts.record {
                 Some(p) => format!(", recording to {}", p.display()),
                 None => String::new(),

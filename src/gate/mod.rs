@@ -32,6 +32,44 @@ pub struct GateOptions {
     pub update: bool,
     /// Show a progress bar (only ever on a terminal).
     pub progress: bool,
+    /// `--deadline`: the whole run's budget in seconds (overrides `[target] deadline_s`).
+    pub deadline_s: Option<f64>,
+}
+
+/// Run the gate within its deadline (`--deadline`, else `[target] deadline_s`): past it the
+/// run stops and reports exit 3, whatever the target was doing.
+pub async fn run_bounded(opts: &GateOptions) -> Result<GateReport> {
+    let suite = Suite::load(&opts.suite)?;
+    let deadline = opts
+        .deadline_s
+        .or(suite.file.target.as_ref().and_then(|t| t.deadline_s));
+    let Some(secs) = deadline else {
+        return run(opts).await;
+    };
+    if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+        return Err(Error::input(format!(
+            "--deadline must be seconds above 0 and at most 86400, got {secs}"
+        )));
+    }
+    let started = Instant::now();
+    match tokio::time::timeout(std::time::Duration::from_secs_f64(secs), run(opts)).await {
+        Ok(r) => r,
+        Err(_) => {
+            let spec = spec::resolve(opts.target.as_deref(), &suite)?;
+            let report = empty_report(&suite, &spec);
+            let mut findings = Findings::default();
+            findings.push(
+                Finding::new(
+                    Boundary::Server,
+                    "server.reachable",
+                    Severity::Error,
+                    format!("the run's deadline of {secs} s passed before the gate finished: the target is too slow or stalled"),
+                )
+                .with("hint", "raise --deadline (or [target] deadline_s), or look at the server"),
+            );
+            Ok(finish(report, findings, started, 3))
+        }
+    }
 }
 
 /// Run the whole gate. `Err` is bad input (exit 2); an unreachable target is a report with
@@ -62,23 +100,16 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
     findings.extend(under_test);
     let progress = progress::Progress::new(opts.progress);
 
-    let mut report = GateReport {
-        suite: suite.name.clone(),
-        suite_file: suite.path.display().to_string(),
-        target: spec.display(),
-        findings: Findings::default(),
-        prompts: Vec::new(),
-        latency: Vec::new(),
-        latency_totals: None,
-        definitions: crate::latency::definitions(),
-        duration_s: 0.0,
-        exit_code: 0,
-    };
+    let mut report = empty_report(&suite, &spec);
 
     let chosen = prompts.as_ref().map(|p| p.chosen.as_slice());
     let determinism = match online(&ctx, &target, reference.as_ref(), chosen, &progress).await {
         Ok(r) => {
             findings.extend(r.findings);
+            if let Some(f) = breaker_finding(&target) {
+                findings.push(f);
+                return Ok(finish(report, findings, started, 3));
+            }
             r.determinism
         }
         Err(e) if e.kind == ErrorKind::Unreachable => {
@@ -101,6 +132,10 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
         .await?;
         findings.extend(replayed.findings);
         report.prompts = replayed.prompts;
+        if let Some(f) = breaker_finding(&target) {
+            findings.push(f);
+            return Ok(finish(report, findings, started, 3));
+        }
         if replayed.unreachable {
             return Ok(finish(report, findings, started, 3));
         }
@@ -125,6 +160,10 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
                     Severity::Error,
                     why,
                 ));
+                return Ok(finish(report, findings, started, 3));
+            }
+            if let Some(f) = breaker_finding(&target) {
+                findings.push(f);
                 return Ok(finish(report, findings, started, 3));
             }
         }
@@ -163,6 +202,22 @@ fn model_under_test(suite: &mut Suite, spec: &TargetSpec) -> Option<Finding> {
     )
 }
 
+/// A report with nothing in it yet.
+fn empty_report(suite: &Suite, spec: &TargetSpec) -> GateReport {
+    GateReport {
+        suite: suite.name.clone(),
+        suite_file: suite.path.display().to_string(),
+        target: spec.display(),
+        findings: Findings::default(),
+        prompts: Vec::new(),
+        latency: Vec::new(),
+        latency_totals: None,
+        definitions: crate::latency::definitions(),
+        duration_s: 0.0,
+        exit_code: 0,
+    }
+}
+
 fn finish(
     mut report: GateReport,
     mut findings: Findings,
@@ -174,6 +229,22 @@ fn finish(
     report.duration_s = started.elapsed().as_secs_f64();
     report.exit_code = code;
     report
+}
+
+/// The target stopped answering mid-run (the HTTP client's circuit breaker opened).
+fn breaker_finding(target: &Target) -> Option<Finding> {
+    let Target::Http(h) = target else {
+        return None;
+    };
+    h.breaker_open().map(|why| {
+        Finding::new(
+            Boundary::Server,
+            "server.reachable",
+            Severity::Error,
+            format!("the server stopped answering: {why}"),
+        )
+        .with("target", h.base_url())
+    })
 }
 
 fn unreachable_finding(e: &Error) -> Finding {

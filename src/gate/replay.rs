@@ -78,7 +78,7 @@ pub async fn run(
         out.prompts
             .push(compare_one(&store, prompt, file, class, update)?);
     }
-    out.findings = summarize(&out.prompts, &store, all_ids)?;
+    out.findings = summarize(&out.prompts, prompts.len(), &store, all_ids)?;
     Ok(out)
 }
 
@@ -109,6 +109,14 @@ fn compare_one(
         detail,
         diff,
     };
+    // A server that echoes the API key must not get it into a file someone accepts.
+    if crate::secrets::contains(&new.render()) {
+        return Ok(result(
+            PromptStatus::Error,
+            "the reply contains the API key (the server echoed it): no snapshot written".into(),
+            None,
+        ));
+    }
     let Some(accepted) = store.accepted(&prompt.id)? else {
         if update {
             accept_now(store, &prompt.id, &new)?;
@@ -220,7 +228,13 @@ fn accept_now(store: &Store, id: &str, file: &SnapshotFile) -> Result<()> {
     Ok(())
 }
 
-fn summarize(results: &[PromptResult], store: &Store, known: &[String]) -> Result<Vec<Finding>> {
+/// `chosen` is how many prompts the suite replays: fewer results mean the run stopped early.
+fn summarize(
+    results: &[PromptResult],
+    chosen: usize,
+    store: &Store,
+    known: &[String],
+) -> Result<Vec<Finding>> {
     let mut out = Vec::new();
     let bad: Vec<&PromptResult> = results
         .iter()
@@ -233,7 +247,23 @@ fn summarize(results: &[PromptResult], store: &Store, known: &[String]) -> Resul
             format!("{} prompt(s) match their accepted snapshots", results.len()),
         ));
     } else {
-        let mut f = Finding::new(Replay, "replay.snapshots", Severity::Error, format!("{} of {} prompt(s) differ from their accepted snapshots (pending .snap.new files wait for review: chatgate review)", bad.len(), results.len()));
+        let errors = bad
+            .iter()
+            .filter(|r| r.status == PromptStatus::Error)
+            .count();
+        let message = if results.len() < chosen {
+            format!(
+                "the replay stopped after {} of {chosen} prompt(s) (the target stopped answering): {} of them failed; {} not replayed",
+                results.len(),
+                bad.len(),
+                chosen - results.len()
+            )
+        } else if errors == bad.len() {
+            format!("{errors} of {chosen} prompt(s) got no reply")
+        } else {
+            format!("{} of {chosen} prompt(s) differ from their accepted snapshots (pending .snap.new files wait for review: chatgate review)", bad.len())
+        };
+        let mut f = Finding::new(Replay, "replay.snapshots", Severity::Error, message);
         for r in bad.iter().take(8) {
             f = f.with("prompt", format!("{} [{:?}] {}", r.id, r.status, r.detail));
         }

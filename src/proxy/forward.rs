@@ -72,9 +72,31 @@ pub async fn forward(State(st): State<Arc<ProxyState>>, req: Request) -> Respons
     for (name, value) in forwarded(&parts.headers, &[HOST, CONTENT_LENGTH]) {
         upstream_req = upstream_req.header(name, value);
     }
-    match upstream_req.send().await {
+    // A client that gives up while the upstream has not answered drops this future: the guard
+    // records the exchange then, so an unanswered request is never lost from the recording.
+    let mut guard = Abandoned(Some((st.clone(), ex, started)));
+    let sent = upstream_req.send().await;
+    let (st, ex, started) = match guard.0.take() {
+        Some(parts) => parts,
+        None => return ApiError::bad_request("internal: the exchange was lost").into_response(),
+    };
+    match sent {
         Ok(resp) => respond(st, resp, ex, started),
         Err(e) => unreachable_upstream(&st, ex, started, &url, &e),
+    }
+}
+
+/// Records the exchange if the handler is dropped before the upstream answered.
+struct Abandoned(Option<(Arc<ProxyState>, Exchange, Instant)>);
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some((st, mut ex, started)) = self.0.take() {
+            ex.error =
+                Some("the client gave up before the upstream sent response headers".to_string());
+            ex.timings.end_ms = started.elapsed().as_secs_f64() * 1000.0;
+            st.record(&ex);
+        }
     }
 }
 

@@ -114,7 +114,7 @@ impl ProxyState {
     }
 
     /// Append an exchange; a failing write is reported but never breaks the client's traffic.
-    fn record(&self, ex: &Exchange) {
+    pub(crate) fn record(&self, ex: &Exchange) {
         if let Some(rec) = &self.recorder {
             if let Err(e) = rec.append(ex) {
                 eprintln!("chatgate proxy: {e}");
@@ -142,12 +142,39 @@ pub async fn serve(
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    let served = axum::serve(listener, router(state.clone()))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    // Graceful shutdown waits for open connections; a stalled client would hold it forever.
+    // After DRAIN it stops waiting: exchanges still in flight are recorded as abandoned when
+    // their handlers are dropped (the runtime drops them on exit).
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = tx.send(true);
+    });
+    let fired = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|v| *v).await;
+    };
+    let served = std::future::IntoFuture::into_future(
+        axum::serve(listener, router(state.clone())).with_graceful_shutdown(fired(rx.clone())),
+    );
+    let bounded = async {
+        fired(rx).await;
+        tokio::time::sleep(DRAIN).await;
+        eprintln!(
+            "chatgate proxy: stopped waiting for open connections after {} s",
+            DRAIN.as_secs()
+        );
+        Ok(())
+    };
+    let served = tokio::select! {
+        r = served => r,
+        r = bounded => r,
+    };
     state.drain().await;
     served
 }
+
+/// How long a shutdown waits for open exchanges to finish.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Bind `addr`, with the error a user can act on.
 pub async fn bind(addr: &str) -> Result<(TcpListener, SocketAddr)> {

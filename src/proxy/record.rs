@@ -1,8 +1,10 @@
 //! The recording: one JSONL line per exchange (what the client sent, what the server answered),
 //! which the client boundary later diffs against the suite's `[client]` contract.
 //!
-//! Secrets never reach the file: `authorization`, cookies and any header whose name contains
-//! `key`, `token` or `secret` are written as `<redacted>`. Lines are appended with a single
+//! Secrets never reach the file: only allow-listed headers keep their values (the others,
+//! `authorization` and cookies included, are written as `<redacted>`), query parameters and
+//! JSON body fields named like credentials are redacted, and so is any registered secret
+//! (the upstream URL's password) wherever it appears. Lines are appended with a single
 //! write on a file opened in append mode, under a mutex, so concurrent exchanges never
 //! interleave within a line and a crash leaves at most one torn last line.
 use std::fs::{File, OpenOptions};
@@ -60,14 +62,35 @@ pub struct ExchangeTimings {
     pub end_ms: f64,
 }
 
+/// Headers whose values are recorded; every other header is recorded by name with its value
+/// `<redacted>` (an allow-list: an unknown auth header such as `X-Auth` never leaks).
+const RECORDED_HEADERS: &[&str] = &[
+    "accept",
+    "accept-encoding",
+    "cache-control",
+    "connection",
+    "content-encoding",
+    "content-length",
+    "content-type",
+    "host",
+    "openai-organization",
+    "openai-project",
+    "transfer-encoding",
+    "user-agent",
+    "x-request-id",
+    "x-stainless-arch",
+    "x-stainless-lang",
+    "x-stainless-os",
+    "x-stainless-package-version",
+    "x-stainless-retry-count",
+    "x-stainless-runtime",
+    "x-stainless-runtime-version",
+];
+
 /// Whether a header's value must not be written to the recording.
 pub fn is_secret(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    n == "authorization"
-        || n == "proxy-authorization"
-        || n == "cookie"
-        || n == "set-cookie"
-        || ["key", "token", "secret"].iter().any(|s| n.contains(s))
+    !RECORDED_HEADERS.contains(&n.as_str())
 }
 
 /// Headers as recorded: lower-case names, repeated values joined, secrets redacted.
@@ -141,8 +164,18 @@ impl Recorder {
 
     /// Append one exchange as one line, with one write.
     pub fn append(&self, ex: &Exchange) -> Result<()> {
-        let mut line = serde_json::to_string(ex)
+        let mut ex = ex.clone();
+        crate::secrets::redact_json(&mut ex.request_body);
+        crate::secrets::redact_json(&mut ex.response_body);
+        ex.query = ex.query.as_deref().map(crate::secrets::redact_query);
+        ex.path = crate::secrets::redact(&ex.path).into_owned();
+        ex.error = ex
+            .error
+            .as_deref()
+            .map(|e| crate::secrets::redact(e).into_owned());
+        let line = serde_json::to_string(&ex)
             .map_err(|e| Error::input(format!("cannot serialize an exchange: {e}")))?;
+        let mut line = crate::secrets::redact(&line).into_owned();
         line.push('\n');
         let mut file = self
             .file

@@ -41,6 +41,10 @@ pub mod sampling;
 use detok::{Detokenizer, StopOutcome, StopText};
 use sampling::Sampler;
 
+/// The most positions the in-process model precomputes rotary tables for (HF checkpoints):
+/// 1M positions, a few hundred MB at most for the small models candle runs here.
+const MAX_IN_PROCESS_POSITIONS: usize = 1 << 20;
+
 /// candle's quantized llama precomputes rope tables for this many positions.
 const GGUF_MAX_POSITIONS: usize = quantized_llama::MAX_SEQ_LEN;
 
@@ -631,7 +635,18 @@ impl CandleModel {
         let heads = need("llama.attention.head_count")?;
         let kv_heads = need("llama.attention.head_count_kv")?;
         let embd = need("llama.embedding_length")?;
-        need("llama.block_count")?;
+        let blocks = need("llama.block_count")?;
+        // Each block has its own tensors: a count beyond the tensor table is a corrupt header
+        // (0xffffffff would make candle allocate billions of layers and abort).
+        if blocks > ct.tensor_infos.len() as u64 {
+            return Err(Error::in_file(
+                path,
+                format!(
+                    "llama.block_count is {blocks} but the file has only {} tensors",
+                    ct.tensor_infos.len()
+                ),
+            ));
+        }
         let rope_dim = need("llama.rope.dimension_count")?;
         if heads % kv_heads != 0
             || embd % heads != 0
@@ -875,7 +890,10 @@ impl Hyper {
         }
         let max_positions = match f.uint("max_position_embeddings")? {
             Some(0) => return Err(f.err("max_position_embeddings", "must be greater than 0")),
-            Some(n) => n,
+            // candle precomputes rotary tables for every position: a value this large (1e9 in
+            // a hostile file) would ask for terabytes and abort. The in-process model runs
+            // short prompts, so its context is capped instead.
+            Some(n) => n.min(MAX_IN_PROCESS_POSITIONS),
             None if arch == Arch::Llama => 2048,
             None => return Err(f.err("max_position_embeddings", "is missing")),
         };

@@ -44,7 +44,18 @@ pub struct HttpOptions {
     pub total_timeout: Duration,
     /// Body fields sent with every request (server-specific: `repeat_penalty`, …).
     pub extra_body: Map<String, Value>,
+    /// The largest non-streamed reply body read; a larger one is a protocol failure.
+    pub max_body_bytes: usize,
+    /// The most bytes one stream may carry, and the longest SSE line.
+    pub max_stream_bytes: usize,
+    pub max_line_bytes: usize,
 }
+
+/// Defaults that no healthy chat reply comes near, and that bound the gate's memory against a
+/// server that never stops sending.
+pub const MAX_BODY_BYTES: usize = 16 << 20;
+pub const MAX_STREAM_BYTES: usize = 32 << 20;
+pub const MAX_LINE_BYTES: usize = 4 << 20;
 
 impl Default for HttpOptions {
     fn default() -> Self {
@@ -56,6 +67,9 @@ impl Default for HttpOptions {
             read_timeout: Duration::from_secs(60),
             total_timeout: Duration::from_secs(300),
             extra_body: Map::new(),
+            max_body_bytes: MAX_BODY_BYTES,
+            max_stream_bytes: MAX_STREAM_BYTES,
+            max_line_bytes: MAX_LINE_BYTES,
         }
     }
 }
@@ -198,7 +212,16 @@ struct Inner {
     opts: HttpOptions,
     auth: Option<HeaderValue>,
     introspection: OnceCell<Introspection>,
+    /// Generation requests in a row that timed out or were refused.
+    failures_in_a_row: std::sync::atomic::AtomicUsize,
+    /// Why the circuit breaker opened: no request is sent after that.
+    breaker: std::sync::OnceLock<String>,
 }
+
+/// Generation requests that may time out or be refused in a row before the target is taken
+/// as unreachable: every request after that fails at once, so a stalled server costs a few
+/// timeouts, not one per probe.
+pub const BREAKER_THRESHOLD: usize = 3;
 
 impl fmt::Debug for HttpTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -251,6 +274,8 @@ fn auth_header(var: &str) -> Result<HeaderValue> {
         return Err(Error::input(format!("the API key variable {var} is empty"))
             .hint(format!("export {var}=... with the server's key")));
     }
+    // From here on the key's value is redacted from every output.
+    crate::secrets::register(&key);
     let mut v = HeaderValue::from_str(&format!("Bearer {}", key.trim())).map_err(|_| {
         Error::input(format!(
             "the API key in {var} has characters an HTTP header cannot carry"
@@ -280,6 +305,8 @@ impl HttpTarget {
                 opts,
                 auth,
                 introspection: OnceCell::new(),
+                failures_in_a_row: std::sync::atomic::AtomicUsize::new(0),
+                breaker: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -302,11 +329,44 @@ impl HttpTarget {
         format!("{}/{}", self.inner.shown, path.trim_start_matches('/'))
     }
 
+    /// Why the circuit breaker is open (the target stopped answering), if it is.
+    pub fn breaker_open(&self) -> Option<&str> {
+        self.inner.breaker.get().map(String::as_str)
+    }
+
+    /// A generation request under the total timeout and the circuit breaker.
+    async fn generation<T>(
+        &self,
+        path: &str,
+        fut: impl std::future::Future<Output = Result<T, CallError>>,
+    ) -> Result<T, CallError> {
+        use std::sync::atomic::Ordering;
+        if let Some(why) = self.inner.breaker.get() {
+            return Err(CallError::Connect {
+                url: self.shown(path),
+                detail: format!("not sent: {why}"),
+            });
+        }
+        let r = self.with_total(path, fut).await;
+        match &r {
+            Err(e) if e.unreachable() => {
+                let n = self.inner.failures_in_a_row.fetch_add(1, Ordering::SeqCst) + 1;
+                if n >= BREAKER_THRESHOLD {
+                    let _ = self.inner.breaker.set(format!(
+                        "{n} requests in a row timed out or were refused (the last: {e}); the gate stopped sending"
+                    ));
+                }
+            }
+            _ => self.inner.failures_in_a_row.store(0, Ordering::SeqCst),
+        }
+        r
+    }
+
     /// One chat completion (streamed when `req.stream`).
     pub async fn chat(&self, req: &ChatRequest) -> Result<Record, CallError> {
         let body = self.chat_body(req);
         let path = "/v1/chat/completions";
-        self.with_total(path, async {
+        self.generation(path, async {
             let (resp, mut rec) = self.send_json(path, &body).await?;
             if req.stream && is_event_stream(&resp) {
                 self.read_stream(path, resp, rec).await
@@ -378,7 +438,7 @@ impl HttpTarget {
         }
         let body = Value::Object(b);
         let path = "/v1/completions";
-        self.with_total(path, async {
+        self.generation(path, async {
             let (resp, mut rec) = self.send_json(path, &body).await?;
             let bytes = self.read_body(path, resp, &mut rec).await?;
             let v = self.parse_json(path, &bytes)?;
@@ -563,8 +623,13 @@ impl HttpTarget {
     ) -> Result<Vec<u8>, CallError> {
         let mut stream = resp.bytes_stream();
         let mut body = Vec::new();
+        let max = self.inner.opts.max_body_bytes;
         loop {
             match self.next_chunk(path, &mut stream).await {
+                Ok(Some(b)) if body.len() + b.len() > max => {
+                    rec.timing.t_end = Instant::now();
+                    return Err(self.too_large(path, "reply body", max, "max_body_mb"));
+                }
                 Ok(Some(b)) => body.extend_from_slice(&b),
                 Ok(None) => break,
                 Err(ChunkErr::Timeout(t)) => return Err(t),
@@ -580,6 +645,17 @@ impl HttpTarget {
         }
         rec.timing.t_end = Instant::now();
         Ok(body)
+    }
+
+    /// A reply past a size limit: reading stops there, so memory stays bounded.
+    fn too_large(&self, path: &str, what: &str, limit: usize, key: &str) -> CallError {
+        CallError::Protocol {
+            url: self.shown(path),
+            detail: format!(
+                "the {what} exceeded {} MiB; reading stopped there (raise [target] {key} if the server is right)",
+                limit >> 20
+            ),
+        }
     }
 
     /// The body of a reply that must be 2xx.
@@ -630,6 +706,7 @@ impl HttpTarget {
         let mut acc = StreamAcc::new(content_type(&resp));
         let mut stream = resp.bytes_stream();
         let mut events = Vec::new();
+        let mut streamed = 0usize;
         loop {
             let chunk = match self.next_chunk(path, &mut stream).await {
                 Ok(Some(c)) => c,
@@ -645,7 +722,18 @@ impl HttpTarget {
                 }
             };
             let got = Instant::now();
+            streamed += chunk.len();
+            if streamed > self.inner.opts.max_stream_bytes {
+                acc.close(&mut rec, got);
+                let limit = self.inner.opts.max_stream_bytes;
+                return Err(self.too_large(path, "stream", limit, "max_stream_mb"));
+            }
             acc.parser.push_into(&chunk, &mut events);
+            if acc.parser.pending_line_len() > self.inner.opts.max_line_bytes {
+                acc.close(&mut rec, got);
+                let limit = self.inner.opts.max_line_bytes;
+                return Err(self.too_large(path, "SSE line", limit, "max_stream_mb"));
+            }
             for ev in events.drain(..) {
                 acc.event(ev, got, &mut rec);
             }

@@ -28,9 +28,27 @@ impl TargetSpec {
             }));
         }
         if s.starts_with("http://") || s.starts_with("https://") {
-            if s.contains('@') {
-                return Err(Error::input(format!("target {:?} carries credentials in the URL", redact(s)))
-                    .hint("put the API key in an environment variable and name it with [target] api_key_env"));
+            let query_secret = s.split_once('?').is_some_and(|(_, q)| {
+                q.split('&').any(|p| {
+                    p.split_once('=').is_some_and(|(k, v)| {
+                        crate::secrets::is_credential_name(k) && !v.is_empty()
+                    })
+                })
+            });
+            if s.contains('@') || query_secret {
+                // Keep the value out of every output, this error's included.
+                if let Some((_, q)) = s.split_once('?') {
+                    for (k, v) in q.split('&').filter_map(|p| p.split_once('=')) {
+                        if crate::secrets::is_credential_name(k) {
+                            crate::secrets::register(v);
+                        }
+                    }
+                }
+                return Err(Error::input(format!(
+                    "target {:?} carries credentials in the URL",
+                    crate::secrets::redact(&redact(s))
+                ))
+                .hint("put the API key in an environment variable and name it with [target] api_key_env"));
             }
             return Ok(TargetSpec::Http(s.trim_end_matches('/').to_string()));
         }
@@ -82,6 +100,10 @@ impl Target {
                 let t = suite.file.target.as_ref();
                 let secs =
                     |v: Option<f64>, d: f64| Duration::from_secs_f64(v.unwrap_or(d).max(0.001));
+                let mib = |v: Option<u64>, d: usize| {
+                    v.map(|m| usize::try_from(m.saturating_mul(1 << 20)).unwrap_or(usize::MAX))
+                        .unwrap_or(d)
+                };
                 Ok(Target::Http(HttpTarget::new(HttpOptions {
                     base_url: url.clone(),
                     model: model_name(suite),
@@ -90,6 +112,16 @@ impl Target {
                     read_timeout: secs(t.and_then(|t| t.read_timeout_s), 30.0),
                     total_timeout: secs(t.and_then(|t| t.total_timeout_s), 120.0),
                     extra_body: t.map(|t| t.extra_body.clone()).unwrap_or_default(),
+                    max_body_bytes: mib(
+                        t.and_then(|t| t.max_body_mb),
+                        crate::target::openai::MAX_BODY_BYTES,
+                    ),
+                    max_stream_bytes: mib(
+                        t.and_then(|t| t.max_stream_mb),
+                        crate::target::openai::MAX_STREAM_BYTES,
+                    ),
+                    max_line_bytes: crate::target::openai::MAX_LINE_BYTES
+                        .max(mib(t.and_then(|t| t.max_stream_mb), 0) / 8),
                 })?))
             }
         }

@@ -78,6 +78,11 @@ impl SseParser {
     }
 
     /// Like [`SseParser::push`], appending to a caller-owned buffer (no allocation per read).
+    /// Bytes held for a line not terminated yet, plus the data of an event not dispatched yet.
+    pub fn pending_line_len(&self) -> usize {
+        self.line.len() + self.data.len()
+    }
+
     pub fn push_into(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) {
         self.bytes += bytes.len() as u64;
         let rest = self.strip_bom(bytes, out);

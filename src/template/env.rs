@@ -292,6 +292,34 @@ fn generation_filter(value: Value) -> Value {
 }
 
 /// jinja2 `|length` / `|count`: `len(value)`, 0 for undefined.
+/// Python's recursion limit is 1000 frames; pformat uses several per level.
+const PPRINT_MAX_DEPTH: usize = 300;
+
+/// How deeply lists and maps nest in `v`, counted up to `cap`.
+fn nesting_depth(v: &Value, cap: usize) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v.clone(), 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        if deepest >= cap {
+            return deepest;
+        }
+        if matches!(v.kind(), ValueKind::Seq | ValueKind::Map) {
+            if let Ok(items) = v.try_iter() {
+                for item in items {
+                    let child = if v.kind() == ValueKind::Map {
+                        v.get_item(&item).unwrap_or_default()
+                    } else {
+                        item
+                    };
+                    stack.push((child, d + 1));
+                }
+            }
+        }
+    }
+    deepest
+}
+
 /// A filter's result as a jinja2 generator: iterable, always true, not sized, not JSON
 /// (`range` stays sized: only these results are generators).
 #[derive(Debug)]
@@ -1062,6 +1090,16 @@ pub(crate) fn build(limits: &RenderLimits) -> Result<Environment<'static>, Error
             minijinja::filters::rejectattr(state, value, attr, test, args).map(generator)
         },
     );
+    // minijinja's pprint costs depth³ on deep nesting (1,500 levels hung past the fuel):
+    // refuse what Python's pformat also refuses (it recurses once per level).
+    env.add_filter("pprint", |value: &Value| -> Result<Value, Error> {
+        if nesting_depth(value, PPRINT_MAX_DEPTH + 1) > PPRINT_MAX_DEPTH {
+            return Err(err(
+                "maximum recursion depth exceeded while calling a Python object (pprint)",
+            ));
+        }
+        Ok(Value::from(minijinja::filters::pprint(value)))
+    });
     env.add_filter("string", string_filter);
     env.add_filter("length", length_filter);
     env.add_filter("int", int_filter);

@@ -319,3 +319,24 @@ fn absurd_bench_flags_are_refused() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// Credentials in a target URL are refused, and their values appear in no output.
+#[test]
+fn credentials_in_a_target_url_are_refused_without_being_printed() {
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("suites/smoke.toml");
+    let suite = suite.to_str().unwrap();
+    for url in [
+        "http://127.0.0.1:9?api_key=sk-canary-query-1234",
+        "http://user:sk-canary-pass-5678@127.0.0.1:9",
+    ] {
+        let (code, stdout, stderr) = chatgate(&["gate", suite, "--target", url]);
+        assert_eq!(code, 2, "{url}: {stderr}");
+        assert!(stderr.contains("carries credentials"), "{stderr}");
+        for secret in ["sk-canary-query-1234", "sk-canary-pass-5678"] {
+            assert!(
+                !stderr.contains(secret) && !stdout.contains(secret),
+                "{stderr}"
+            );
+        }
+    }
+}

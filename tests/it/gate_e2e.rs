@@ -206,6 +206,18 @@ fn http_json(body: &str) -> String {
     format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
 }
 
+/// A server that answers /v1/models and then never answers anything else.
+async fn models_then_silence() -> String {
+    raw_server(|mut sock, first| async move {
+        if first.contains("/v1/models") {
+            let _ = sock.write_all(http_json(MODELS).as_bytes()).await;
+        } else {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+    })
+    .await
+}
+
 const MODELS: &str = r#"{"object":"list","data":[{"id":"tiny-chat","object":"model"}]}"#;
 
 fn short_timeouts(ws: &Workspace) {
@@ -216,37 +228,33 @@ fn short_timeouts(ws: &Workspace) {
     );
 }
 
-/// A server that answers /v1/models, then never answers a chat: the gate ends within its
-/// timeouts with a clear finding or exit 3, never hangs.
+/// A server that answers /v1/models, then never answers a chat: the gate stops sending once a
+/// few requests in a row timed out, and exits 3 quickly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_that_never_answers_does_not_hang_the_gate() {
-    let url = raw_server(|mut sock, first| async move {
-        if first.contains("/v1/models") {
-            let _ = sock.write_all(http_json(MODELS).as_bytes()).await;
-        } else {
-            tokio::time::sleep(Duration::from_secs(3600)).await;
-        }
-    })
-    .await;
+    let url = models_then_silence().await;
     let ws = Workspace::new();
     short_timeouts(&ws);
     let started = Instant::now();
     let r = tokio::time::timeout(Duration::from_secs(240), gate_smoke(&ws, Some(url)))
         .await
         .expect("the gate must end by itself");
-    assert!(r.exit_code == 1 || r.exit_code == 3, "exit {}", r.exit_code);
+    // The circuit breaker: after a few generation requests in a row time out, nothing more is
+    // sent, and the run is exit 3 within a small multiple of the timeouts (it took 108-294 s
+    // with these timeouts before, one timeout per probe).
+    let took = started.elapsed();
+    assert_eq!(r.exit_code, 3, "{}", errors(&r).join("\n"));
     assert!(
         r.findings
             .0
             .iter()
-            .any(|f| f.check == "server.responds" || f.check == "server.reachable"),
+            .any(|f| f.check == "server.reachable"
+                && f.message.contains("requests in a row timed out")),
         "{}",
         errors(&r).join("\n")
     );
-    eprintln!(
-        "never-answering server: gate ended in {:?}",
-        started.elapsed()
-    );
+    assert!(took < Duration::from_secs(40), "the gate took {took:?}");
+    eprintln!("never-answering server: gate ended in {took:?}");
 }
 
 /// A server killed mid-stream and one that sends garbage instead of SSE: findings, no panic.
@@ -513,5 +521,137 @@ async fn bench_against_nothing_is_exit_3_with_the_reason() {
                 "{what}, {mode}: {stderr}"
             );
         }
+    }
+}
+
+/// `--deadline` bounds the whole run whatever the target does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deadline_bounds_the_whole_run() {
+    let url = models_then_silence().await;
+    let ws = Workspace::new();
+    let started = Instant::now();
+    let r = chatgate::gate::run_bounded(&chatgate::gate::GateOptions {
+        suite: ws.suite("smoke"),
+        target: Some(url),
+        deadline_s: Some(3.0),
+        ..Default::default()
+    })
+    .await
+    .expect("a report");
+    let took = started.elapsed();
+    assert_eq!(r.exit_code, 3);
+    assert!(
+        r.findings
+            .0
+            .iter()
+            .any(|f| f.message.contains("deadline of 3 s")),
+        "{}",
+        errors(&r).join("\n")
+    );
+    assert!(took < Duration::from_secs(6), "{took:?}");
+}
+
+/// Every file under `dir`, read as text.
+fn all_text_under(dir: &Path) -> String {
+    let mut out = String::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push_str(&String::from_utf8_lossy(
+                    &std::fs::read(&p).unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// A canary API key that servers echo back (in 401 bodies, in replies) appears in no output:
+/// not stdout or stderr in either format, not the JUnit/Markdown/HTML reports, not a snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_echoed_api_key_appears_in_no_output() {
+    const CANARY: &str = "sk-canary-7f3a9c1e5b";
+    let echo_401 = raw_server(|mut sock, first| async move {
+        if first.contains("/v1/models") {
+            let _ = sock.write_all(http_json(MODELS).as_bytes()).await;
+        } else {
+            let body = format!(r#"{{"error":{{"message":"invalid api key {CANARY}","type":"auth"}}}}"#);
+            let _ = sock
+                .write_all(
+                    format!("HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
+                        .as_bytes(),
+                )
+                .await;
+        }
+    })
+    .await;
+    let echo_reply = raw_server(|mut sock, first| async move {
+        if first.contains("/v1/models") {
+            let _ = sock.write_all(http_json(MODELS).as_bytes()).await;
+        } else {
+            let body = format!(
+                r#"{{"id":"x","object":"chat.completion","created":1,"model":"tiny-chat","choices":[{{"index":0,"message":{{"role":"assistant","content":"your key is {CANARY}"}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}}}}"#
+            );
+            let _ = sock.write_all(http_json(&body).as_bytes()).await;
+        }
+    })
+    .await;
+    for url in [echo_401, echo_reply] {
+        let ws = Workspace::new();
+        short_timeouts(&ws);
+        ws.edit_suite(
+            "smoke",
+            "model = \"tiny-chat\"\n",
+            "model = \"tiny-chat\"\napi_key_env = \"CHATGATE_CANARY_KEY\"\n",
+        );
+        let reports = ws.path("reports");
+        std::fs::create_dir_all(&reports).expect("mkdir");
+        for format in ["json", "text"] {
+            let out = tokio::task::spawn_blocking({
+                let (suite, url, reports) = (ws.suite("smoke"), url.clone(), reports.clone());
+                move || {
+                    std::process::Command::new(env!("CARGO_BIN_EXE_chatgate"))
+                        .env("CHATGATE_CANARY_KEY", CANARY)
+                        .arg("gate")
+                        .arg(&suite)
+                        .args(["--target", &url, "--no-progress", "--format", format])
+                        .arg("--junit")
+                        .arg(reports.join("r.xml"))
+                        .arg("--markdown")
+                        .arg(reports.join("r.md"))
+                        .arg("--html")
+                        .arg(reports.join("r.html"))
+                        .output()
+                        .expect("chatgate runs")
+                }
+            })
+            .await
+            .expect("join");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                matches!(out.status.code(), Some(1..=3)),
+                "{format}: exit {:?}: {stderr}",
+                out.status.code()
+            );
+            assert!(!stdout.contains(CANARY), "{format}: stdout leaks the key");
+            assert!(!stderr.contains(CANARY), "{format}: stderr leaks the key");
+            assert!(
+                stdout.contains("<redacted>") || stderr.contains("<redacted>"),
+                "{format}: the echoed key was redacted where it appeared\n{stdout}\n{stderr}"
+            );
+        }
+        assert!(
+            !all_text_under(&reports).contains(CANARY),
+            "a report leaks the key"
+        );
+        assert!(
+            !all_text_under(&ws.snapshots()).contains(CANARY),
+            "a snapshot holds the key"
+        );
     }
 }

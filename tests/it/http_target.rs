@@ -243,6 +243,8 @@ enum Step {
     End,
     /// Hold the connection open and say nothing.
     Hang,
+    /// The same chunk again and again, until the client hangs up.
+    Endless(Vec<u8>),
 }
 
 const SSE_HEAD: &str =
@@ -297,6 +299,9 @@ async fn answer(
             }
             Step::End => sock.write_all(b"0\r\n\r\n").await?,
             Step::Hang => tokio::time::sleep(Duration::from_secs(3600)).await,
+            Step::Endless(b) => loop {
+                write_chunk(&mut sock, b).await?;
+            },
         }
         sock.flush().await?;
     }
@@ -789,4 +794,64 @@ fn base_urls_are_validated() {
     }
     let t = HttpTarget::new(options("http://user:pw@h:1/v1")).expect("userinfo");
     assert!(!format!("{t:?}").contains("pw"));
+}
+
+/// A server that never stops sending: the client stops at its size limits, with a protocol
+/// error that says which limit, long before any timeout.
+#[tokio::test]
+async fn endless_bodies_streams_and_lines_stop_at_the_size_limits() {
+    let limited = |url: &str| {
+        HttpTarget::new(HttpOptions {
+            max_body_bytes: 1 << 20,
+            max_stream_bytes: 2 << 20,
+            max_line_bytes: 1 << 20,
+            ..options(url)
+        })
+        .expect("target")
+    };
+    let event = sse(&delta(json!({"content": "x".repeat(1000)})));
+    let cases: Vec<(Vec<Step>, bool, &str)> = vec![
+        (
+            vec![Step::Raw(SSE_HEAD.into()), Step::Endless(event.into_bytes())],
+            true,
+            "the stream exceeded 2 MiB",
+        ),
+        (
+            vec![
+                Step::Raw(SSE_HEAD.into()),
+                Step::Chunk(b"data: ".to_vec()),
+                Step::Endless(vec![b'y'; 64 << 10]),
+            ],
+            true,
+            "the SSE line exceeded 1 MiB",
+        ),
+        (
+            vec![
+                Step::Raw(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+                        .to_vec(),
+                ),
+                Step::Chunk(b"{\"choices\": [{\"message\": {\"content\": \"".to_vec()),
+                Step::Endless(vec![b'z'; 64 << 10]),
+            ],
+            false,
+            "the reply body exceeded 1 MiB",
+        ),
+    ];
+    for (steps, stream, want) in cases {
+        let (url, _) = scripted(steps).await;
+        let t0 = std::time::Instant::now();
+        let mut req = streamed_hi();
+        req.stream = stream;
+        let err = limited(&url).chat(&req).await.expect_err("over the limit");
+        assert!(
+            matches!(&err, CallError::Protocol { detail, .. } if detail.contains(want)),
+            "{want}: {err:?}"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{want}: {:?}",
+            t0.elapsed()
+        );
+    }
 }

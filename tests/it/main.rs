@@ -13,6 +13,7 @@ mod http_target;
 mod inspect_cli;
 mod latency_lib;
 mod models_tiny;
+mod parser_fuzz;
 mod proxy_client;
 mod real_servers;
 mod render_contract;

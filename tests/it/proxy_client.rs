@@ -135,12 +135,18 @@ async fn the_proxy_forwards_and_records_plain_and_streamed_exchanges() {
     let px = start_proxy(&server.url(), Some(&rec), None).await;
     let client = reqwest::Client::new();
 
+    let mut with_key = chat(false);
+    with_key["api_key"] = json!("sk-body-789");
     let plain: Value = client
-        .post(format!("{}/v1/chat/completions?trace=1", px.url()))
+        .post(format!(
+            "{}/v1/chat/completions?trace=1&api_key=sk-query-000",
+            px.url()
+        ))
         .bearer_auth("sk-secret-123")
         .header("x-api-key", "k-456")
+        .header("x-auth", "xa-321")
         .header("x-request-source", "tests")
-        .json(&chat(false))
+        .json(&with_key)
         .send()
         .await
         .expect("request")
@@ -188,12 +194,31 @@ async fn the_proxy_forwards_and_records_plain_and_streamed_exchanges() {
     assert!(chrono::DateTime::parse_from_rfc3339(first["ts"].as_str().unwrap()).is_ok());
     assert_eq!(first["method"], "POST");
     assert_eq!(first["path"], "/v1/chat/completions");
-    assert_eq!(first["query"], "trace=1");
+    // Secrets never reach the recording: headers by allow-list (an unknown header such as
+    // x-auth, or x-request-source, keeps only its name), credential-named query parameters and
+    // JSON body fields.
+    assert_eq!(first["query"], "trace=1&api_key=<redacted>");
     assert_eq!(first["request_headers"]["authorization"], "<redacted>");
     assert_eq!(first["request_headers"]["x-api-key"], "<redacted>");
-    assert_eq!(first["request_headers"]["x-request-source"], "tests");
+    assert_eq!(first["request_headers"]["x-auth"], "<redacted>");
+    assert_eq!(first["request_headers"]["x-request-source"], "<redacted>");
+    assert_eq!(first["request_headers"]["content-type"], "application/json");
+    assert_eq!(first["request_body"]["api_key"], "<redacted>");
+    let whole = std::fs::read_to_string(&rec).unwrap();
+    for secret in [
+        "sk-secret-123",
+        "k-456",
+        "xa-321",
+        "sk-body-789",
+        "sk-query-000",
+    ] {
+        assert!(!whole.contains(secret), "{secret} reached the recording");
+    }
     assert!(!first.to_string().contains("sk-secret-123"));
-    assert_eq!(first["request_body"], chat(false));
+    // Everything else of the body is recorded as sent (max_tokens is not a credential).
+    let mut expected_body = chat(false);
+    expected_body["api_key"] = json!("<redacted>");
+    assert_eq!(first["request_body"], expected_body);
     assert_eq!(first["status"], 200);
     assert_eq!(first["stream"], false);
     assert_eq!(first["response_body"], plain);
@@ -632,4 +657,51 @@ async fn a_client_leaving_mid_stream_is_recorded_as_such() {
         "the whole stream was recorded as delivered"
     );
     task.abort();
+}
+
+/// An upstream that never sends headers and a client that gives up: the exchange is still in
+/// the recording, saying what happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exchange_the_client_abandons_is_recorded() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = format!("http://{}", listener.local_addr().unwrap());
+    let hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            held.push(sock); // read nothing, answer nothing
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.jsonl");
+    let px = start_proxy(&upstream, Some(&rec), None).await;
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", px.url()))
+        .timeout(std::time::Duration::from_millis(500))
+        .json(&chat(false))
+        .send()
+        .await;
+    assert!(r.is_err(), "the client gave up");
+    // The proxy notices the closed connection and drops the handler.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let line = loop {
+        if let Some(l) = std::fs::read_to_string(&rec)
+            .ok()
+            .and_then(|t| t.lines().next().map(str::to_string))
+        {
+            break l;
+        }
+        assert!(std::time::Instant::now() < deadline, "nothing recorded");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["path"], "/v1/chat/completions");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("gave up before the upstream"),
+        "{v}"
+    );
+    px.stop().await.unwrap();
+    hold.abort();
 }

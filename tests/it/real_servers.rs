@@ -34,6 +34,7 @@ async fn llama_cpp_python_passes_the_gate_and_its_quirks_are_findings() {
         target: Some(server.url.clone()),
         update: false,
         progress: false,
+        deadline_s: None,
     })
     .await
     .expect("the gate runs");
@@ -150,6 +151,7 @@ async fn a_strict_suite_fails_on_a_quirk() {
         target: Some(server.url.clone()),
         update: false,
         progress: false,
+        deadline_s: None,
     })
     .await
     .expect("the gate runs");

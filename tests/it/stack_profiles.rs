@@ -408,3 +408,71 @@ fn render_gives_each_stacks_ids_for_a_gguf() {
         assert_eq!(got.iter().filter(|&&i| i == 0).count(), 1, "{stack}");
     }
 }
+
+/// llama.cpp serves the GGUF's own template: a llama-2 `<s>[INST]` template written into the
+/// GGUF of a ChatML model trained without a BOS is another chat format (role-format), not a
+/// double BOS, though it adds one.
+#[test]
+fn a_llama2_template_in_the_gguf_is_a_role_format_fault() {
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = gguf_suite(tmp.path(), "llama-cpp-python", false);
+    // SFT rows without the leading `<s>`.
+    let rows: String = fs::read_to_string(tmp.path().join("sft.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut row: Value = serde_json::from_str(l).unwrap();
+            for key in ["input_ids", "assistant_mask"] {
+                row[key].as_array_mut().unwrap().remove(0);
+            }
+            format!("{row}\n")
+        })
+        .collect();
+    fs::write(tmp.path().join("sft.jsonl"), rows).unwrap();
+    let path = tmp.path().join("model.gguf");
+    let model = chatgate::artifacts::ModelDir::open(&path).unwrap();
+    let info = model.gguf.unwrap();
+    let mut kvs: Vec<(String, V)> = Vec::new();
+    for (k, v) in &info.metadata {
+        let v = match (k.as_str(), v) {
+            ("tokenizer.chat_template", _) => V::s(LLAMA2),
+            (_, Value::String(s)) => V::s(s),
+            (_, Value::Bool(b)) => V::Bool(*b),
+            (_, Value::Number(n)) if k.ends_with("_id") || k.ends_with("block_count") => {
+                V::U32(n.as_u64().unwrap() as u32)
+            }
+            (_, Value::Array(a)) if a.iter().all(Value::is_string) => V::strs(
+                &a.iter()
+                    .map(|s| s.as_str().unwrap().to_string())
+                    .collect::<Vec<_>>(),
+            ),
+            (_, Value::Array(a)) => V::i32s(
+                &a.iter()
+                    .map(|n| n.as_i64().unwrap() as i32)
+                    .collect::<Vec<_>>(),
+            ),
+            other => panic!("unexpected metadata {other:?}"),
+        };
+        kvs.push((k.clone(), v));
+    }
+    let kvs: Vec<(&str, V)> = kvs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let bytes = gguf(
+        &kvs,
+        &[T {
+            name: "token_embd.weight",
+            dims: vec![8, 512],
+            ggml_type: 0,
+            nbytes: 8 * 512 * 4,
+        }],
+    );
+    fs::write(&path, bytes).unwrap();
+    let (code, report) = run("check", &suite);
+    assert_eq!(code, 1);
+    let parity = findings(&report, "template.parity");
+    assert_eq!(parity[0]["severity"], "error", "{:?}", errors(&report));
+    assert_eq!(parity[0]["evidence"]["class"], "role-format", "{parity:?}");
+    assert_eq!(severity(&report, "template.bos-count"), ["info"]);
+    assert_eq!(report["first_broken"]["check"], "template.parity");
+}
+
+const LLAMA2: &str = "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'system' %}{{ '<<SYS>>\\n' + message['content'] + '\\n<</SYS>>\\n\\n' }}{% else %}{{ ' ' + message['content'] + eos_token }}{% endif %}{% endfor %}";

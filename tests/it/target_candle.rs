@@ -1027,3 +1027,44 @@ fn candle_model_can_move_between_threads() {
     fn is_send<T: Send>() {}
     is_send::<CandleModel>();
 }
+
+/// Sizes read from a file are checked before candle allocates for them: a GGUF whose
+/// `llama.block_count` is 0xffffffff is an error naming the file (it aborted the process), and
+/// a config.json `max_position_embeddings` of 1e9 is capped for the in-process model (its
+/// rotary tables would need terabytes).
+#[test]
+fn absurd_sizes_in_model_files_are_errors_or_capped_not_aborts() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("model.gguf");
+    write_gguf(&path, GgmlDType::F32, true);
+    let mut bytes = std::fs::read(&path).expect("read");
+    let key = b"llama.block_count";
+    let at = bytes
+        .windows(key.len())
+        .position(|w| w == key)
+        .expect("the key")
+        + key.len();
+    assert_eq!(u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()), 4);
+    bytes[at + 4..at + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+    std::fs::write(&path, bytes).expect("write");
+    let err = match chatgate::target::candle::CandleModel::load(&path) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a corrupt block count loaded"),
+    };
+    assert!(err.contains("block_count is 4294967295"), "{err}");
+    assert!(err.contains("model.gguf"), "{err}");
+
+    let copy = dir.path().join("hf");
+    std::fs::create_dir(&copy).expect("mkdir");
+    for e in std::fs::read_dir(fixture()).expect("fixture") {
+        let e = e.expect("entry");
+        std::fs::copy(e.path(), copy.join(e.file_name())).expect("copy");
+    }
+    let cfg = copy.join("config.json");
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg).expect("cfg")).expect("json");
+    v["max_position_embeddings"] = serde_json::json!(1_000_000_000u64);
+    std::fs::write(&cfg, v.to_string()).expect("write");
+    let m = chatgate::target::candle::CandleModel::load(&copy).expect("loads, capped");
+    assert_eq!(m.context_length(), 1 << 20);
+}

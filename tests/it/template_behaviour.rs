@@ -269,3 +269,16 @@ fn filter_results_are_generators_as_in_jinja2() {
         assert_eq!(run(src).unwrap(), want, "{src}");
     }
 }
+
+/// `pprint` of a 1,500-deep nest hung (minijinja's pretty printer is cubic in depth): it is a
+/// recursion error now, as in Python, and returns at once.
+#[test]
+fn deep_pprint_is_a_recursion_error_not_a_hang() {
+    let src = "{% set ns = namespace(x=[]) %}{% for i in range(1500) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x | pprint }}";
+    let t0 = Instant::now();
+    let e = render(src, vec![user("hi")]).unwrap_err();
+    assert!(e.to_string().contains("maximum recursion depth"), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    let shallow = render("{{ [[1, 2], {'a': 3}] | pprint }}", vec![user("hi")]).unwrap();
+    assert!(shallow.contains('2') && shallow.contains('3'), "{shallow}");
+}

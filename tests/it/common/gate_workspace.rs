@@ -101,6 +101,7 @@ pub async fn gate(suite: PathBuf, target: Option<String>) -> GateReport {
         target,
         update: false,
         progress: false,
+        deadline_s: None,
     })
     .await
     .expect("the gate runs")
