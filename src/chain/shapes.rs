@@ -1,7 +1,8 @@
 //! Template robustness over the message shapes real OpenAI clients send: tool calls with
 //! dict and with string arguments, tool results, `content: null`, content-part arrays,
 //! `reasoning_content`, chats without a system message, a system message mid-chat,
-//! consecutive turns of one role. Each is rendered with the serving template exactly as
+//! consecutive turns of one role (the shapes the suite uses are read from its conversations,
+//! replay prompts and `[client]` recording). Each is rendered with the serving template exactly as
 //! transformers would (its input preprocessing included) and classed: renders, raises (with
 //! the template's message) or silently drops content. A shape the suite itself uses that
 //! raises is an error (the deploy will fail on real traffic); the others are warnings.
@@ -142,9 +143,10 @@ fn used_by(messages: &[Value]) -> Vec<&'static str> {
     if calls.iter().any(|c| args(c).is_string()) {
         out.push("tool-call-string-arguments");
     }
+    // `content: null` beside tool calls is the tool-call shapes' business.
     if messages
         .iter()
-        .any(|m| m.get("content").is_some_and(Value::is_null))
+        .any(|m| m.get("content").is_some_and(Value::is_null) && m.get("tool_calls").is_none())
     {
         out.push("content-null");
     }
@@ -214,6 +216,16 @@ pub fn check(ctx: &Context, serving: &Pipeline) -> Result<Vec<Finding>> {
     if let (Some(path), Some(section)) = (&ctx.suite.replay_prompts, &ctx.suite.file.replay) {
         if let Ok(prompts) = crate::replay::prompts::load(path, section) {
             used.extend(prompts.iter().flat_map(|p| used_by(&p.messages)));
+        }
+    }
+    // And what the real client sends ([client] recording).
+    if let Some(path) = &ctx.suite.client_recording {
+        if let Ok(exchanges) = crate::proxy::record::read_recording(path) {
+            for ex in exchanges {
+                if let Some(Value::Array(m)) = ex.exchange.request_body.get("messages") {
+                    used.extend(used_by(m));
+                }
+            }
         }
     }
     // A template that never mentions tools is not meant for tool calls: its failing on them
