@@ -187,6 +187,8 @@ async fn the_proxy_forwards_and_records_plain_and_streamed_exchanges() {
         .await
         .unwrap();
     assert_eq!(models.status(), 200);
+    // The exchange is recorded before its body ends: read the body, then the recording.
+    let _ = models.text().await.unwrap();
 
     let lines = read_lines(&rec);
     assert_eq!(lines.len(), 3, "{lines:#?}");
