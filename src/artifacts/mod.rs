@@ -33,7 +33,9 @@ pub use gguf_tokenizer::{build as build_gguf_tokenizer, tokenizer_from_gguf, Ggu
 pub use hashing::{sha256_file, sha256_hex, total_hash};
 pub use safetensors::{read_header as read_safetensors_header, read_index as read_shard_index};
 pub use templates::gguf_templates;
-pub use tokenizer_files::{read_special_tokens_map, read_tokenizer_config, read_tokenizer_json};
+pub use tokenizer_files::{
+    read_special_tokens_map, read_tokenizer_config, read_tokenizer_json, NAMED_TOKEN_KEYS,
+};
 
 /// config.json, the fields the chain checks, plus the raw document.
 #[derive(Debug, Clone, Default, Serialize)]

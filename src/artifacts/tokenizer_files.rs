@@ -101,7 +101,8 @@ pub fn describe_component(v: &Value, list_key: &str) -> String {
     }
 }
 
-const TOKEN_KEYS: [&str; 7] = [
+/// The named special-token keys of tokenizer_config.json, in transformers' order.
+pub const NAMED_TOKEN_KEYS: [&str; 7] = [
     "bos_token",
     "eos_token",
     "unk_token",
@@ -115,8 +116,8 @@ const TOKEN_KEYS: [&str; 7] = [
 pub fn read_tokenizer_config(path: &Path) -> Result<TokenizerConfig> {
     let obj = read_object(path)?;
     let f = Fields::new(path, &obj);
-    let mut tokens: Vec<Option<String>> = Vec::with_capacity(TOKEN_KEYS.len());
-    for key in TOKEN_KEYS {
+    let mut tokens: Vec<Option<String>> = Vec::with_capacity(NAMED_TOKEN_KEYS.len());
+    for key in NAMED_TOKEN_KEYS {
         tokens.push(f.token(key)?);
     }
     let mut added_tokens_decoder = BTreeMap::new();

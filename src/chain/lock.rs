@@ -64,6 +64,15 @@ impl Lock {
 }
 
 impl Lock {
+    /// Whether this lock was made before GGUF tensor data and metadata were hashed apart (its
+    /// GGUF entries hash whole files): it is then compared with whole-file hashes.
+    pub fn hashes_whole_gguf_files(&self) -> bool {
+        self.weights
+            .files
+            .iter()
+            .any(|f| f.scope.is_none() && f.name.to_ascii_lowercase().ends_with(".gguf"))
+    }
+
     /// This lock with only the weights kept, for diffing weights alone.
     pub fn weights_only(&self) -> Lock {
         Lock {

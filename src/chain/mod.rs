@@ -6,6 +6,7 @@ pub mod client;
 pub mod diff;
 pub mod finding;
 pub mod generation;
+pub mod gguf;
 pub mod lock;
 pub mod online;
 pub mod probe;
@@ -61,13 +62,11 @@ impl Pipeline {
     }
 
     pub fn ids(&self, text: &str) -> Result<Vec<u32>> {
-        let mut t = text;
-        if let Some(b) = self.strip_leading.as_deref().filter(|b| !b.is_empty()) {
-            t = t.strip_prefix(b).unwrap_or(t);
-        }
-        if let Some(e) = self.strip_trailing.as_deref().filter(|e| !e.is_empty()) {
-            t = t.strip_suffix(e).unwrap_or(t);
-        }
+        let t = crate::stack::trim_added_specials(
+            text,
+            self.strip_leading.as_deref(),
+            self.strip_trailing.as_deref(),
+        );
         tokens::encode(&self.tokenizer, t, self.add_special_tokens)
     }
 
@@ -155,7 +154,10 @@ impl Context {
         let stack_tokenizer = feed.as_ref().map(|f| f.tokenizer_origin.clone());
         let stack_notes = feed.as_ref().map(|f| f.notes.clone()).unwrap_or_default();
         let serving = serving_pipeline(&suite, &model, feed)?;
-        let sft = sft_side(&suite, &model)?;
+        // The SFT side tokenizes the transformers way: the serving pipeline already built
+        // that tokenizer when the stack is transformers.
+        let built = serving.as_ref().filter(|_| stack == Stack::Transformers);
+        let sft = sft_side(&suite, &model, built)?;
         let (conversations, degenerate_masks) = conversations(&suite, &sft)?;
         let lock = lock::Lock::read(&suite.lock_path)?;
         Ok(Context {
@@ -268,7 +270,7 @@ fn config_bos(model: &ModelDir) -> Option<u32> {
             .and_then(|g| g.bos_token_id))
 }
 
-fn sft_side(suite: &Suite, model: &ModelDir) -> Result<Sft> {
+fn sft_side(suite: &Suite, model: &ModelDir, transformers: Option<&Pipeline>) -> Result<Sft> {
     if let Some(golden) = &suite.sft_golden {
         return Ok(Sft::Golden(suite::read_golden(golden)?));
     }
@@ -282,8 +284,8 @@ fn sft_side(suite: &Suite, model: &ModelDir) -> Result<Sft> {
         text,
     };
     // SFT pipelines (TRL, transformers trainers) tokenize through transformers.
-    let (tokenizer, mut special) = match &suite.sft_tokenizer {
-        Some(p) => {
+    let (tokenizer, mut special) = match (&suite.sft_tokenizer, transformers) {
+        (Some(p), _) => {
             let dir = ModelDir::open(p)?;
             let feed = crate::stack::feed(Stack::Transformers, &dir, false)?.ok_or_else(|| {
                 Error::in_file(p, "no tokenizer.json here").hint(
@@ -292,7 +294,8 @@ fn sft_side(suite: &Suite, model: &ModelDir) -> Result<Sft> {
             })?;
             (feed.tokenizer, feed.special)
         }
-        None => {
+        (None, Some(p)) => (p.tokenizer.clone(), p.special.clone()),
+        (None, None) => {
             let feed = crate::stack::feed(Stack::Transformers, model, false)?.ok_or_else(|| {
                 Error::in_file(
                     &suite.path,
@@ -371,6 +374,7 @@ fn conversations(suite: &Suite, sft: &Sft) -> Result<(Vec<Conversation>, Vec<Str
 pub fn run_offline(ctx: &Context) -> Result<Findings> {
     let mut findings = Findings::default();
     findings.extend(checkpoint::check(ctx)?);
+    findings.extend(gguf::check(ctx));
     findings.extend(tokenizer::check(ctx)?);
     findings.extend(template::check(ctx)?);
     findings.extend(generation::check(ctx)?);

@@ -206,6 +206,13 @@ fn try_shape(p: &Pipeline, s: &Shape) -> Result<Outcome> {
     }
 }
 
+/// "the serving template <what>", with the shape and one piece of evidence.
+fn shape_finding(sev: Severity, shape: &str, what: String, evidence: (&str, String)) -> Finding {
+    Finding::new(Template, ID, sev, format!("the serving template {what}"))
+        .with("shape", shape)
+        .with(evidence.0, evidence.1)
+}
+
 pub fn check(ctx: &Context, serving: &Pipeline) -> Result<Vec<Finding>> {
     // The shapes the suite declares it uses: its conversations and its replay prompts.
     let mut used: Vec<&str> = ctx
@@ -245,19 +252,12 @@ pub fn check(ctx: &Context, serving: &Pipeline) -> Result<Vec<Finding>> {
                 } else {
                     (Severity::Warning, "clients that send it will get an error")
                 };
-                out.push(
-                    Finding::new(
-                        Template,
-                        ID,
-                        sev,
-                        format!(
-                            "the serving template raises on `{}` messages: {why}",
-                            shape.name
-                        ),
-                    )
-                    .with("shape", shape.name)
-                    .with("template says", msg),
-                );
+                out.push(shape_finding(
+                    sev,
+                    shape.name,
+                    format!("raises on `{}` messages: {why}", shape.name),
+                    ("template says", msg),
+                ));
             }
             Outcome::Drops(lost) => {
                 let sev = if in_suite {
@@ -265,19 +265,12 @@ pub fn check(ctx: &Context, serving: &Pipeline) -> Result<Vec<Finding>> {
                 } else {
                     Severity::Info
                 };
-                out.push(
-                    Finding::new(
-                        Template,
-                        ID,
-                        sev,
-                        format!(
-                            "the serving template silently drops content of `{}` messages",
-                            shape.name
-                        ),
-                    )
-                    .with("shape", shape.name)
-                    .with("missing from the prompt", lost.join(", ")),
-                );
+                out.push(shape_finding(
+                    sev,
+                    shape.name,
+                    format!("silently drops content of `{}` messages", shape.name),
+                    ("missing from the prompt", lost.join(", ")),
+                ));
             }
         }
     }

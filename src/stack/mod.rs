@@ -48,13 +48,6 @@ pub enum Stack {
     LlamaCppPython,
 }
 
-pub const ALL: [Stack; 4] = [
-    Stack::Transformers,
-    Stack::Tokenizers,
-    Stack::LlamaCpp,
-    Stack::LlamaCppPython,
-];
-
 impl fmt::Display for Stack {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -69,10 +62,6 @@ impl Stack {
             Stack::LlamaCpp => "llama.cpp",
             Stack::LlamaCppPython => "llama-cpp-python",
         }
-    }
-
-    pub fn parse(s: &str) -> Option<Stack> {
-        ALL.into_iter().find(|k| k.name() == s)
     }
 
     /// Whether the stack reads the GGUF's metadata rather than the HF files.
@@ -125,15 +114,29 @@ impl Feed {
 
     /// The part of the rendering the stack tokenizes (llama.cpp trims a template BOS/EOS).
     pub fn text_tokenized<'a>(&self, text: &'a str) -> &'a str {
-        let mut t = text;
-        if let Some(b) = self.strip_leading.as_deref().filter(|b| !b.is_empty()) {
-            t = t.strip_prefix(b).unwrap_or(t);
-        }
-        if let Some(e) = self.strip_trailing.as_deref().filter(|e| !e.is_empty()) {
-            t = t.strip_suffix(e).unwrap_or(t);
-        }
-        t
+        trim_added_specials(
+            text,
+            self.strip_leading.as_deref(),
+            self.strip_trailing.as_deref(),
+        )
     }
+}
+
+/// llama-server cuts a leading BOS text (and a trailing EOS text) off the rendering when the
+/// vocabulary adds its own, so the template's and the tokenizer's do not double up.
+pub fn trim_added_specials<'a>(
+    text: &'a str,
+    leading: Option<&str>,
+    trailing: Option<&str>,
+) -> &'a str {
+    let mut t = text;
+    if let Some(b) = leading.filter(|b| !b.is_empty()) {
+        t = t.strip_prefix(b).unwrap_or(t);
+    }
+    if let Some(e) = trailing.filter(|e| !e.is_empty()) {
+        t = t.strip_suffix(e).unwrap_or(t);
+    }
+    t
 }
 
 /// Build what `stack` feeds the model from `model`'s files. `add_special_tokens` is the
@@ -241,7 +244,7 @@ fn gguf_feed(stack: Stack, model: &ModelDir) -> Result<Option<Feed>> {
         f.notes.push(format!(
             "{stack}: the model has no GGUF; predicting from the Hugging Face files a conversion would copy"
         ));
-        return llama_cpp_bos(stack, f, None).map(Some);
+        return Ok(Some(llama_cpp_bos(stack, f, None)));
     };
     let built = match crate::artifacts::build_gguf_tokenizer(info) {
         Ok(t) => t,
@@ -278,16 +281,16 @@ fn gguf_feed(stack: Stack, model: &ModelDir) -> Result<Option<Feed>> {
         strip_trailing: None,
         notes: built.notes,
     };
-    llama_cpp_bos(stack, f, Some(info)).map(Some)
+    Ok(Some(llama_cpp_bos(stack, f, Some(info))))
 }
 
 /// llama-server: `add_bos`/`add_eos` from the vocabulary; a template's leading BOS text (and
 /// trailing EOS text) is cut before tokenizing with special tokens added. llama-cpp-python:
 /// the rendering is tokenized with `add_bos=False`.
-fn llama_cpp_bos(stack: Stack, mut f: Feed, info: Option<&GgufInfo>) -> Result<Feed> {
+fn llama_cpp_bos(stack: Stack, mut f: Feed, info: Option<&GgufInfo>) -> Feed {
     if stack == Stack::LlamaCppPython {
         f.add_special_tokens = false;
-        return Ok(f);
+        return f;
     }
     let add_bos = info
         .and_then(|i| i.get_bool("tokenizer.ggml.add_bos_token"))
@@ -302,7 +305,7 @@ fn llama_cpp_bos(stack: Stack, mut f: Feed, info: Option<&GgufInfo>) -> Result<F
     if add_eos {
         f.strip_trailing = f.special.eos_token.clone();
     }
-    Ok(f)
+    f
 }
 
 /// Whether the tokenizer's post-processor adds a token in front of the text.
@@ -311,15 +314,6 @@ fn adds_bos(t: &Tokenizer) -> bool {
         .ok()
         .zip(t.encode("a", false).ok())
         .is_some_and(|(with, without)| with.get_ids().len() > without.get_ids().len())
-}
-
-/// A stack's name from a suite or a flag, with the valid names when it is unknown.
-pub fn parse_named(s: &str) -> Result<Stack> {
-    Stack::parse(s).ok_or_else(|| {
-        let names: Vec<_> = ALL.iter().map(|s| s.name()).collect();
-        Error::input(format!("unknown serving stack {s:?}"))
-            .hint(format!("one of: {}", names.join(", ")))
-    })
 }
 
 /// The GGUF's stop ids: llama.cpp stops on every end-of-generation token (eos, eot, eom and

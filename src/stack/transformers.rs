@@ -451,18 +451,25 @@ fn qwen2(tj: &Value, tc: &Value) -> Vec<(&'static str, Value)> {
                 {"type": "Split", "pattern": {"Regex": QWEN2_REGEX}, "behavior": "Isolated", "invert": false},
                 {"type": "ByteLevel", "add_prefix_space": aps, "trim_offsets": true, "use_regex": false}]}),
         ),
-        (
-            "decoder",
-            json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}),
-        ),
-        (
-            "model",
-            bpe(
-                tj,
-                json!({"continuing_subword_prefix": "", "end_of_word_suffix": ""}),
-            ),
-        ),
+        byte_level_decoder(),
+        ("model", byte_level_bpe(tj)),
     ]
+}
+
+/// The decoder both byte-level classes (Qwen2, GPT2) install.
+fn byte_level_decoder() -> (&'static str, Value) {
+    (
+        "decoder",
+        json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}),
+    )
+}
+
+/// Their BPE model flags.
+fn byte_level_bpe(tj: &Value) -> Value {
+    bpe(
+        tj,
+        json!({"continuing_subword_prefix": "", "end_of_word_suffix": ""}),
+    )
 }
 
 /// GPT2Tokenizer (models/gpt2/tokenization_gpt2.py L94-121).
@@ -474,29 +481,13 @@ fn gpt2(tj: &Value, tc: &Value) -> Vec<(&'static str, Value)> {
             "pre_tokenizer",
             json!({"type": "ByteLevel", "add_prefix_space": aps, "trim_offsets": true, "use_regex": true}),
         ),
-        (
-            "decoder",
-            json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}),
-        ),
-        (
-            "model",
-            bpe(
-                tj,
-                json!({"continuing_subword_prefix": "", "end_of_word_suffix": ""}),
-            ),
-        ),
+        byte_level_decoder(),
+        ("model", byte_level_bpe(tj)),
     ]
 }
 
-const NAMED: [&str; 7] = [
-    "bos_token",
-    "eos_token",
-    "unk_token",
-    "sep_token",
-    "pad_token",
-    "cls_token",
-    "mask_token",
-];
+/// The named special tokens, in transformers' order.
+const NAMED: [&str; 7] = crate::artifacts::NAMED_TOKEN_KEYS;
 const FLAGS: [&str; 5] = ["single_word", "lstrip", "rstrip", "normalized", "special"];
 
 /// Keyword defaults of each rebuilding class's `__init__`, used when no file names the token.

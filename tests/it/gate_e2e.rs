@@ -77,19 +77,11 @@ async fn healthy_server_passes_identically_five_times() {
         }
         assert!(r.findings.0.iter().any(|f| f.check == "server.determinism"));
         // The smoke suite names no stack: the server's vLLM-style chat /tokenize tells.
-        let stack = r
-            .findings
-            .0
-            .iter()
-            .find(|f| f.check == "tokenizer.stack")
-            .expect("the stack the gate assumed");
+        let stack = gate_workspace::message_of(&r, "tokenizer.stack");
         assert!(
-            stack.message.contains("what transformers feeds")
-                && stack
-                    .message
-                    .contains("detected: the server answers chat POST /tokenize"),
-            "{}",
-            stack.message
+            stack.contains("what transformers feeds")
+                && stack.contains("detected: the server answers chat POST /tokenize"),
+            "{stack}"
         );
     }
     server.stop().await.expect("stop");

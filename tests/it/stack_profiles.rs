@@ -74,15 +74,7 @@ fn findings<'a>(report: &'a Value, check: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-fn errors(report: &Value) -> Vec<String> {
-    report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["severity"] == "error")
-        .map(|f| format!("{} {}", f["check"], f["message"]))
-        .collect()
-}
+use crate::common::report_json::errors;
 
 fn severity(report: &Value, check: &str) -> Vec<String> {
     findings(report, check)

@@ -26,12 +26,7 @@ fn same_as_legacy_lock(online: &Online, hex: &str) -> bool {
     let (Some(lock), model) = (online.ctx.lock.as_ref(), &online.ctx.model) else {
         return false;
     };
-    let legacy = lock
-        .weights
-        .files
-        .iter()
-        .any(|f| f.scope.is_none() && f.name.to_ascii_lowercase().ends_with(".gguf"));
-    legacy
+    lock.hashes_whole_gguf_files()
         && model
             .hash_weights_whole_files()
             .is_ok_and(|w| w.total == lock.weights.total)

@@ -346,15 +346,21 @@ pub fn reply_ids(rec: &Record, online: &Online) -> Option<Vec<u32>> {
         .collect()
 }
 
-/// A logprob entry's token string as a vocabulary id: the piece itself, its byte-level
-/// (GPT-2) spelling, its SentencePiece spelling (`▁` for spaces), or a `<0xNN>` byte token.
+/// A logprob entry's token string as a vocabulary id: the piece itself, else its byte-level
+/// (GPT-2) spelling for a byte-level tokenizer, or its SentencePiece spelling (`▁` for spaces,
+/// `<0xNN>` for a byte) otherwise. Trying both spellings on one vocabulary would be wrong: a
+/// SentencePiece vocabulary may hold `ď` as a piece, which byte-level spelling makes of 0x0F.
 pub fn vocab_id(tok: &tokenizers::Tokenizer, token: &str) -> Option<u32> {
     if let Some(id) = tok.token_to_id(token) {
         return Some(id);
     }
-    let byte_level: String = token.bytes().map(byte_to_unicode).collect();
-    if let Some(id) = tok.token_to_id(&byte_level) {
-        return Some(id);
+    let byte_level = tok
+        .get_decoder()
+        .and_then(|d| serde_json::to_string(d).ok())
+        .is_some_and(|d| d.contains("\"ByteLevel\""));
+    if byte_level {
+        let spelled: String = token.bytes().map(byte_to_unicode).collect();
+        return tok.token_to_id(&spelled);
     }
     if let Some(id) = tok.token_to_id(&token.replace(' ', "\u{2581}")) {
         return Some(id);
@@ -383,5 +389,65 @@ pub fn show(text: &str) -> String {
         format!("{t:?}…")
     } else {
         format!("{t:?}")
+    }
+}
+
+#[cfg(test)]
+mod vocab_id_tests {
+    use super::vocab_id;
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    fn load(rel: &str) -> tokenizers::Tokenizer {
+        tokenizers::Tokenizer::from_file(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel))
+            .expect("tokenizer")
+    }
+
+    /// Every token's text as a server reports it maps back to its own id, where the text is
+    /// not shared with another token (then no mapping can tell them apart).
+    fn maps_back(tok: &tokenizers::Tokenizer, text_of: impl Fn(u32, &str) -> String) -> usize {
+        let vocab = tok.get_vocab(false);
+        let texts: Vec<(u32, String)> = vocab
+            .iter()
+            .map(|(piece, &id)| (id, text_of(id, piece)))
+            .collect();
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for (_, t) in &texts {
+            *seen.entry(t.as_str()).or_default() += 1;
+        }
+        let mut checked = 0;
+        for (id, text) in &texts {
+            if seen[text.as_str()] > 1 || text.contains('\u{fffd}') || text.is_empty() {
+                continue;
+            }
+            assert_eq!(vocab_id(tok, text), Some(*id), "{text:?}");
+            checked += 1;
+        }
+        checked
+    }
+
+    #[test]
+    fn byte_level_token_texts_map_to_their_ids() {
+        let tok = load("models/tiny-chat/tokenizer.json");
+        let n = maps_back(&tok, |id, _| tok.decode(&[id], false).unwrap_or_default());
+        assert!(n > 300, "{n}");
+    }
+
+    #[test]
+    fn sentencepiece_token_texts_map_to_their_ids() {
+        let tok = load("tests/corpus/models/TinyLlama-1.1B-Chat-v1.0/tokenizer.json");
+        // A server reports `▁Hello` as " Hello"; byte-fallback pieces as their byte.
+        let n = maps_back(&tok, |_, piece| {
+            if piece.starts_with("<0x") && piece.len() == 6 {
+                u8::from_str_radix(&piece[3..5], 16)
+                    .ok()
+                    .filter(u8::is_ascii)
+                    .map(|b| char::from(b).to_string())
+                    .unwrap_or_default()
+            } else {
+                piece.replace('\u{2581}', " ")
+            }
+        });
+        assert!(n > 25_000, "{n}");
     }
 }

@@ -108,6 +108,16 @@ pub async fn gate(suite: PathBuf, target: Option<String>) -> GateReport {
 }
 
 /// Every error finding, for failure messages.
+/// The message of the first finding with this check id (panics, naming it, when none).
+pub fn message_of<'a>(r: &'a GateReport, check: &str) -> &'a str {
+    r.findings
+        .0
+        .iter()
+        .find(|f| f.check == check)
+        .map(|f| f.message.as_str())
+        .unwrap_or_else(|| panic!("no {check} finding"))
+}
+
 pub fn errors(r: &GateReport) -> Vec<String> {
     r.findings
         .0

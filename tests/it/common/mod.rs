@@ -2,4 +2,5 @@
 pub mod gate_workspace;
 pub mod gguf_writer;
 pub mod llama_server;
+pub mod report_json;
 pub mod skip;

@@ -1,0 +1,21 @@
+//! Reading `--format json` reports of `chatgate check` / `gate`.
+use serde_json::Value;
+
+/// The error findings, one line each: `boundary/check: message`.
+pub fn errors(report: &Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|f| f["severity"] == "error")
+        .map(|f| {
+            format!(
+                "{}/{}: {}",
+                f["boundary"].as_str().unwrap_or(""),
+                f["check"].as_str().unwrap_or(""),
+                f["message"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
