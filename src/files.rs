@@ -4,8 +4,11 @@
 //! A temporary file beside the target, then a rename: a crash or a kill leaves either the old
 //! file or the new one, never half of one. Temporary files are named `.chatgate-*.tmp` so a
 //! stray one (SIGKILL between create and rename) is recognisable and never read as a snapshot.
+//! SIGINT and SIGTERM do not leave one: `clean_up_on_signals` removes the files being written
+//! before the process exits.
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 
@@ -28,7 +31,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         // The mode passed to open(2); the kernel applies the umask to it.
         builder.permissions(std::fs::Permissions::from_mode(0o666));
     }
-    let mut tmp = builder.tempfile_in(dir).map_err(fail)?;
+    let (mut tmp, _registered) = {
+        let mut pending = pending();
+        let tmp = builder.tempfile_in(dir).map_err(fail)?;
+        let path = tmp.path().to_path_buf();
+        pending.push(path.clone());
+        (tmp, Registered(path))
+    };
     if let Ok(meta) = std::fs::metadata(path) {
         tmp.as_file()
             .set_permissions(meta.permissions())
@@ -36,8 +45,61 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     }
     tmp.write_all(bytes).map_err(fail)?;
     tmp.as_file().sync_all().map_err(fail)?;
+    pause_for_tests();
+    // Under the lock: a signal either comes before the rename (the temporary file is removed)
+    // or after it (the file is whole).
+    let _pending = pending();
     tmp.persist(path).map_err(|e| fail(e.error))?;
     Ok(())
+}
+
+/// Temporary files being written now, removed by the signal handler.
+static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn pending() -> MutexGuard<'static, Vec<PathBuf>> {
+    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Takes a temporary file off the pending list when its write ends, however it ends.
+struct Registered(PathBuf);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        pending().retain(|p| p != &self.0);
+    }
+}
+
+/// `CHATGATE_TEST_WRITE_PAUSE_MS`: a pause between writing a temporary file and renaming it,
+/// so the tests can signal the process mid-write. Not for users.
+fn pause_for_tests() {
+    if let Some(ms) = std::env::var("CHATGATE_TEST_WRITE_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms.min(60_000)));
+    }
+}
+
+/// On SIGINT or SIGTERM (and SIGHUP), remove the temporary files being written and exit with
+/// 128 + the signal's number, as a shell reports a killed command. For the commands that run to
+/// completion; `serve` and `proxy` shut down gracefully on their own.
+pub fn clean_up_on_signals() {
+    #[cfg(unix)]
+    {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+            return;
+        };
+        std::thread::spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                let pending = pending();
+                for p in pending.iter() {
+                    let _ = std::fs::remove_file(p);
+                }
+                std::process::exit(128 + sig);
+            }
+        });
+    }
 }
 
 #[cfg(all(test, unix))]

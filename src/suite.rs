@@ -70,6 +70,9 @@ pub struct TargetSection {
     /// The most one stream may carry, in MiB (default 32; an SSE line may hold 4 MiB, or an
     /// eighth of this when larger).
     pub max_stream_mb: Option<u64>,
+    /// The most all requests in flight may hold together, in MiB (default 64): an open-loop
+    /// bench against a server that never stops sending stays bounded however many are open.
+    pub max_in_flight_mb: Option<u64>,
     /// Fields merged into every request body (server-specific, e.g. `repeat_penalty = 1.0` for
     /// llama-cpp-python, whose default is 1.1).
     #[serde(default)]
@@ -399,6 +402,7 @@ fn validate(file: &SuiteFile) -> std::result::Result<(), String> {
         for (key, v) in [
             ("max_body_mb", t.max_body_mb),
             ("max_stream_mb", t.max_stream_mb),
+            ("max_in_flight_mb", t.max_in_flight_mb),
         ] {
             if let Some(m) = v.filter(|m| !(1..=4096).contains(m)) {
                 return Err(format!(

@@ -223,6 +223,9 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 
 /// Run the CLI; returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
+    if !matches!(cli.command, Command::Serve(_) | Command::Proxy(_)) {
+        crate::files::clean_up_on_signals();
+    }
     let result: Result<i32> = match cli.command {
         Command::Render(a) => render::run(a),
         Command::Inspect(a) => inspect::run(a),

@@ -54,14 +54,17 @@ pub struct Measured {
 }
 
 /// Why a run reached nothing: every request failed without the server answering (refused,
-/// timed out, or the connection closed with nothing received). A status or a malformed answer
-/// is a server that answered: a regression, not an unreachable target.
+/// timed out, turned away with 429/503, or the connection closed with nothing received). Another
+/// status or a malformed answer is a server that answered: a regression, not an unreachable
+/// target.
 pub fn unreachable_reason(outcomes: &[Outcome<CallError>]) -> Option<String> {
     let mut first = None;
     for o in outcomes {
         match &o.result {
             Ok(_) => return None,
-            Err(e) if e.unreachable() => first = first.or_else(|| Some(e.to_string())),
+            Err(e) if e.unreachable() || e.overloaded() => {
+                first = first.or_else(|| Some(e.to_string()))
+            }
             Err(e @ CallError::Interrupted { partial, .. }) if partial.text.is_empty() => {
                 first = first.or_else(|| Some(e.to_string()))
             }

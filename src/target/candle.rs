@@ -507,6 +507,15 @@ impl CandleModel {
                 return Err(e);
             }
         };
+        if context_length == 0 {
+            // A context of 0 would fail every request with "ids exceed the model's context of
+            // 0"; say which file is wrong, once, at load.
+            return Err(Error::in_file(
+                &weights_path,
+                "declares a context length of 0 (max_position_embeddings / llama.context_length)",
+            )
+            .hint("set the model's context length to the positions it was trained on"));
+        }
         let eos_ids = default_eos_ids(&model, &tokenizer, &weight_eos);
         let mut m = CandleModel {
             model,

@@ -11,6 +11,7 @@
 //! The API key is read once from a named environment variable and only ever leaves this
 //! module inside a sensitive `Authorization` header: it is not in `Debug`, errors or logs.
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,6 +50,9 @@ pub struct HttpOptions {
     /// The most bytes one stream may carry, and the longest SSE line.
     pub max_stream_bytes: usize,
     pub max_line_bytes: usize,
+    /// The most reply bytes all of this target's requests in flight may hold together: with
+    /// many open streams (an open-loop bench) the per-stream limit alone would not bound memory.
+    pub max_in_flight_bytes: usize,
 }
 
 /// Defaults that no healthy chat reply comes near, and that bound the gate's memory against a
@@ -56,6 +60,7 @@ pub struct HttpOptions {
 pub const MAX_BODY_BYTES: usize = 16 << 20;
 pub const MAX_STREAM_BYTES: usize = 32 << 20;
 pub const MAX_LINE_BYTES: usize = 4 << 20;
+pub const MAX_IN_FLIGHT_BYTES: usize = 64 << 20;
 
 impl Default for HttpOptions {
     fn default() -> Self {
@@ -70,6 +75,7 @@ impl Default for HttpOptions {
             max_body_bytes: MAX_BODY_BYTES,
             max_stream_bytes: MAX_STREAM_BYTES,
             max_line_bytes: MAX_LINE_BYTES,
+            max_in_flight_bytes: MAX_IN_FLIGHT_BYTES,
         }
     }
 }
@@ -105,6 +111,19 @@ impl CallError {
     /// The target could not be reached in time (exit 3), as opposed to answering wrongly.
     pub fn unreachable(&self) -> bool {
         matches!(self, CallError::Connect { .. } | CallError::Timeout { .. })
+    }
+
+    /// The server turned the request away as overloaded or unavailable (429, 503). chatgate
+    /// does not retry: a gate should see that staging is overloaded, not hide it. These count
+    /// towards the circuit breaker like timeouts, so an always-503 server costs three requests.
+    pub fn overloaded(&self) -> bool {
+        matches!(
+            self,
+            CallError::Status {
+                status: 429 | 503,
+                ..
+            }
+        )
     }
 
     /// The URL the failed call went to.
@@ -213,9 +232,31 @@ struct Inner {
     auth: Option<HeaderValue>,
     introspection: OnceCell<Introspection>,
     /// Generation requests in a row that timed out or were refused.
-    failures_in_a_row: std::sync::atomic::AtomicUsize,
+    failures_in_a_row: AtomicUsize,
     /// Why the circuit breaker opened: no request is sent after that.
     breaker: std::sync::OnceLock<String>,
+    /// Reply bytes held by requests in flight (see `HttpOptions::max_in_flight_bytes`).
+    held: AtomicUsize,
+}
+
+/// One request's share of `Inner::held`, given back when the read ends however it ends.
+struct Held<'a> {
+    total: &'a AtomicUsize,
+    mine: usize,
+}
+
+impl Held<'_> {
+    /// Count `n` more bytes; the total all requests now hold.
+    fn add(&mut self, n: usize) -> usize {
+        self.mine += n;
+        self.total.fetch_add(n, Ordering::SeqCst) + n
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.total.fetch_sub(self.mine, Ordering::SeqCst);
+    }
 }
 
 /// Generation requests that may time out or be refused in a row before the target is taken
@@ -305,8 +346,9 @@ impl HttpTarget {
                 opts,
                 auth,
                 introspection: OnceCell::new(),
-                failures_in_a_row: std::sync::atomic::AtomicUsize::new(0),
+                failures_in_a_row: AtomicUsize::new(0),
                 breaker: std::sync::OnceLock::new(),
+                held: AtomicUsize::new(0),
             }),
         })
     }
@@ -335,31 +377,56 @@ impl HttpTarget {
     }
 
     /// A generation request under the total timeout and the circuit breaker.
-    async fn generation<T>(
+    async fn generation(
         &self,
         path: &str,
-        fut: impl std::future::Future<Output = Result<T, CallError>>,
-    ) -> Result<T, CallError> {
-        use std::sync::atomic::Ordering;
+        fut: impl std::future::Future<Output = Result<Record, CallError>>,
+    ) -> Result<Record, CallError> {
         if let Some(why) = self.inner.breaker.get() {
             return Err(CallError::Connect {
                 url: self.shown(path),
                 detail: format!("not sent: {why}"),
             });
         }
-        let r = self.with_total(path, fut).await;
+        let r = self
+            .with_total(path, fut)
+            .await
+            .and_then(|rec| self.no_echoed_key(path, rec));
         match &r {
-            Err(e) if e.unreachable() => {
+            Err(e) if e.unreachable() || e.overloaded() => {
                 let n = self.inner.failures_in_a_row.fetch_add(1, Ordering::SeqCst) + 1;
                 if n >= BREAKER_THRESHOLD {
+                    let what = if e.overloaded() {
+                        "were turned away as overloaded"
+                    } else {
+                        "timed out or were refused"
+                    };
                     let _ = self.inner.breaker.set(format!(
-                        "{n} requests in a row timed out or were refused (the last: {e}); the gate stopped sending"
+                        "{n} requests in a row {what} (the last: {e}); the gate stopped sending"
                     ));
                 }
             }
             _ => self.inner.failures_in_a_row.store(0, Ordering::SeqCst),
         }
         r
+    }
+
+    /// A reply that holds the API key the request carried is not used as a reply: the server
+    /// echoes credentials (a finding for the user), and the text must not reach any output.
+    fn no_echoed_key(&self, path: &str, rec: Record) -> Result<Record, CallError> {
+        let echoed = crate::secrets::contains(&rec.text)
+            || crate::secrets::contains(&rec.reasoning)
+            || rec
+                .tool_calls
+                .iter()
+                .any(|c| crate::secrets::contains(&c.to_string()));
+        if echoed {
+            return Err(CallError::Protocol {
+                url: self.shown(path),
+                detail: "the reply contains the API key the request carried (the server echoes credentials); the reply is not used".into(),
+            });
+        }
+        Ok(rec)
     }
 
     /// One chat completion (streamed when `req.stream`).
@@ -624,13 +691,20 @@ impl HttpTarget {
         let mut stream = resp.bytes_stream();
         let mut body = Vec::new();
         let max = self.inner.opts.max_body_bytes;
+        let mut held = self.hold();
         loop {
             match self.next_chunk(path, &mut stream).await {
                 Ok(Some(b)) if body.len() + b.len() > max => {
                     rec.timing.t_end = Instant::now();
                     return Err(self.too_large(path, "reply body", max, "max_body_mb"));
                 }
-                Ok(Some(b)) => body.extend_from_slice(&b),
+                Ok(Some(b)) => {
+                    if held.add(b.len()) > self.inner.opts.max_in_flight_bytes {
+                        rec.timing.t_end = Instant::now();
+                        return Err(self.in_flight_too_large(path));
+                    }
+                    body.extend_from_slice(&b)
+                }
                 Ok(None) => break,
                 Err(ChunkErr::Timeout(t)) => return Err(t),
                 Err(ChunkErr::Dropped(detail)) => {
@@ -645,6 +719,44 @@ impl HttpTarget {
         }
         rec.timing.t_end = Instant::now();
         Ok(body)
+    }
+
+    /// A non-2xx reply, with the server's `Retry-After` when it sent one (429/503).
+    fn status_error(
+        &self,
+        path: &str,
+        status: u16,
+        retry: Option<String>,
+        body: &[u8],
+    ) -> CallError {
+        let mut text = truncate(&String::from_utf8_lossy(body), KEEP_CHARS);
+        if let Some(r) = retry {
+            text = format!("{text} (Retry-After: {r}; chatgate does not retry)");
+        }
+        CallError::Status {
+            url: self.shown(path),
+            status,
+            body: text,
+        }
+    }
+
+    /// This request's share of the bytes all requests in flight may hold.
+    fn hold(&self) -> Held<'_> {
+        Held {
+            total: &self.inner.held,
+            mine: 0,
+        }
+    }
+
+    /// The replies in flight together past `max_in_flight_bytes`: this one stops there.
+    fn in_flight_too_large(&self, path: &str) -> CallError {
+        CallError::Protocol {
+            url: self.shown(path),
+            detail: format!(
+                "the replies in flight together exceeded {} MiB; this one stopped there (lower the load's concurrency, or raise [target] max_in_flight_mb if the server is right)",
+                self.inner.opts.max_in_flight_bytes >> 20
+            ),
+        }
     }
 
     /// A reply past a size limit: reading stops there, so memory stays bounded.
@@ -666,13 +778,10 @@ impl HttpTarget {
         rec: &mut Record,
     ) -> Result<Vec<u8>, CallError> {
         let status = resp.status();
+        let retry = retry_after(&resp);
         let body = self.read_bytes(path, resp, rec).await?;
         if !status.is_success() {
-            return Err(CallError::Status {
-                url: self.shown(path),
-                status: status.as_u16(),
-                body: truncate(&String::from_utf8_lossy(&body), KEEP_CHARS),
-            });
+            return Err(self.status_error(path, status.as_u16(), retry, &body));
         }
         Ok(body)
     }
@@ -696,17 +805,15 @@ impl HttpTarget {
     ) -> Result<Record, CallError> {
         let status = resp.status();
         if !status.is_success() {
+            let retry = retry_after(&resp);
             let body = self.read_bytes(path, resp, &mut rec).await?;
-            return Err(CallError::Status {
-                url: self.shown(path),
-                status: status.as_u16(),
-                body: truncate(&String::from_utf8_lossy(&body), KEEP_CHARS),
-            });
+            return Err(self.status_error(path, status.as_u16(), retry, &body));
         }
         let mut acc = StreamAcc::new(content_type(&resp));
         let mut stream = resp.bytes_stream();
         let mut events = Vec::new();
         let mut streamed = 0usize;
+        let mut held = self.hold();
         loop {
             let chunk = match self.next_chunk(path, &mut stream).await {
                 Ok(Some(c)) => c,
@@ -723,6 +830,10 @@ impl HttpTarget {
             };
             let got = Instant::now();
             streamed += chunk.len();
+            if held.add(chunk.len()) > self.inner.opts.max_in_flight_bytes {
+                acc.close(&mut rec, got);
+                return Err(self.in_flight_too_large(path));
+            }
             if streamed > self.inner.opts.max_stream_bytes {
                 acc.close(&mut rec, got);
                 let limit = self.inner.opts.max_stream_bytes;
@@ -740,6 +851,17 @@ impl HttpTarget {
             rec.timing.client_overhead += got.elapsed();
         }
         acc.close(&mut rec, Instant::now());
+        let bad = acc.parser.invalid_utf8_lines();
+        if bad > 0 {
+            // The non-streamed path refuses such a body (JSON is UTF-8); a stream is held to the
+            // same rule rather than passing U+FFFD off as the model's text.
+            return Err(CallError::Protocol {
+                url: self.shown(path),
+                detail: format!(
+                    "{bad} SSE data line(s) are not valid UTF-8 (a multi-byte character cut between events is held back by a correct server until it is whole)"
+                ),
+            });
+        }
         Ok(rec)
     }
 
@@ -939,6 +1061,12 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         cur = c.source();
     }
     s
+}
+
+/// A `Retry-After` header as the server sent it (seconds or an HTTP date), bounded in length.
+fn retry_after(resp: &reqwest::Response) -> Option<String> {
+    let v = resp.headers().get(reqwest::header::RETRY_AFTER)?;
+    Some(truncate(&String::from_utf8_lossy(v.as_bytes()), 64))
 }
 
 fn content_type(resp: &reqwest::Response) -> Option<String> {

@@ -122,6 +122,10 @@ impl Target {
                     ),
                     max_line_bytes: crate::target::openai::MAX_LINE_BYTES
                         .max(mib(t.and_then(|t| t.max_stream_mb), 0) / 8),
+                    max_in_flight_bytes: mib(
+                        t.and_then(|t| t.max_in_flight_mb),
+                        crate::target::openai::MAX_IN_FLIGHT_BYTES,
+                    ),
                 })?))
             }
         }

@@ -63,6 +63,7 @@ pub struct SseParser {
     bytes: u64,
     incomplete: Option<Incomplete>,
     finished: bool,
+    invalid_utf8: usize,
 }
 
 impl SseParser {
@@ -118,6 +119,12 @@ impl SseParser {
         self.has_data = false;
         self.event = None;
         out
+    }
+
+    /// `data:` lines that were not valid UTF-8 (decoded with U+FFFD, as the SSE spec says; a
+    /// server that cuts a multi-byte character between two events sends such lines).
+    pub fn invalid_utf8_lines(&self) -> usize {
+        self.invalid_utf8
     }
 
     /// Comment lines seen so far.
@@ -229,7 +236,11 @@ impl SseParser {
         };
         match field {
             b"data" => {
-                self.data.push_str(&String::from_utf8_lossy(value));
+                let text = String::from_utf8_lossy(value);
+                if matches!(text, std::borrow::Cow::Owned(_)) {
+                    self.invalid_utf8 += 1;
+                }
+                self.data.push_str(&text);
                 self.data.push('\n');
                 self.has_data = true;
             }

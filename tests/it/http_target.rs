@@ -805,6 +805,7 @@ async fn endless_bodies_streams_and_lines_stop_at_the_size_limits() {
             max_body_bytes: 1 << 20,
             max_stream_bytes: 2 << 20,
             max_line_bytes: 1 << 20,
+            max_in_flight_bytes: 64 << 20,
             ..options(url)
         })
         .expect("target")
@@ -854,4 +855,124 @@ async fn endless_bodies_streams_and_lines_stop_at_the_size_limits() {
             t0.elapsed()
         );
     }
+}
+
+/// Many endless streams at once: each is under its own limit, but together they stop at the
+/// in-flight limit, so an open-loop bench's memory is bounded however many streams are open.
+#[tokio::test]
+async fn endless_streams_in_flight_together_stop_at_the_shared_limit() {
+    let event = sse(&delta(json!({"content": "x".repeat(1000)})));
+    let (url, _) = scripted(vec![
+        Step::Raw(SSE_HEAD.into()),
+        Step::Endless(event.into_bytes()),
+    ])
+    .await;
+    let t = HttpTarget::new(HttpOptions {
+        max_stream_bytes: 64 << 20,
+        max_in_flight_bytes: 8 << 20,
+        ..options(&url)
+    })
+    .expect("target");
+    let req = streamed_hi();
+    let calls = (0..8).map(|_| t.chat(&req));
+    let results = futures_util::future::join_all(calls).await;
+    let stopped = results
+        .iter()
+        .filter(|r| {
+            matches!(r, Err(CallError::Protocol { detail, .. })
+                if detail.contains("the replies in flight together exceeded 8 MiB"))
+        })
+        .count();
+    assert!(stopped >= 1, "{results:?}");
+    // Every stream ended at one limit or the other; none read its own 64 MiB.
+    assert!(results.iter().all(|r| r.is_err()), "{results:?}");
+}
+
+/// A server that turns every request away with 503 and a long Retry-After: chatgate does not
+/// wait or retry, says what the server said, and stops sending after three in a row.
+#[tokio::test]
+async fn overloaded_answers_open_the_breaker_and_show_retry_after() {
+    let body = json!({"error": {"message": "overloaded"}}).to_string();
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 3600\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (url, seen) = scripted(vec![Step::Raw(head.into_bytes())]).await;
+    let t = target(&url);
+    let t0 = std::time::Instant::now();
+    let mut errors = Vec::new();
+    for _ in 0..5 {
+        errors.push(t.chat(&greedy(false)).await.expect_err("503"));
+    }
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert!(
+        matches!(&errors[0], CallError::Status { status: 503, body, .. }
+            if body.contains("Retry-After: 3600") && body.contains("overloaded")),
+        "{:?}",
+        errors[0]
+    );
+    assert_eq!(seen.lock().expect("log").len(), 3, "three sent, then none");
+    let why = t.breaker_open().expect("the breaker opened");
+    assert!(why.contains("turned away as overloaded"), "{why}");
+    assert!(errors[4].unreachable(), "{:?}", errors[4]);
+}
+
+/// Invalid UTF-8 in a stream fails the request, as it does in a plain JSON body: U+FFFD is not
+/// passed off as the model's text.
+#[tokio::test]
+async fn a_stream_with_invalid_utf8_is_a_protocol_error() {
+    let mut bad =
+        b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"caf\xc3 \xff\"}}]}\n\n"
+            .to_vec();
+    bad.extend_from_slice(b"data: [DONE]\n\n");
+    let (url, _) = scripted(vec![
+        Step::Raw(SSE_HEAD.into()),
+        Step::Chunk(bad),
+        Step::End,
+    ])
+    .await;
+    let err = target(&url)
+        .chat(&streamed_hi())
+        .await
+        .expect_err("bad UTF-8");
+    assert!(
+        matches!(&err, CallError::Protocol { detail, .. } if detail.contains("not valid UTF-8")),
+        "{err:?}"
+    );
+    // Valid UTF-8, U+FFFD included (what vLLM sends for an incomplete character), is fine.
+    let good = sse(&delta(json!({"content": "caf\u{fffd}"}))) + "data: [DONE]\n\n";
+    let (url, _) = scripted(vec![
+        Step::Raw(SSE_HEAD.into()),
+        Step::Chunk(good.into_bytes()),
+        Step::End,
+    ])
+    .await;
+    let rec = target(&url)
+        .chat(&streamed_hi())
+        .await
+        .expect("valid UTF-8");
+    assert_eq!(rec.text, "caf\u{fffd}");
+}
+
+/// A server that echoes the key into its reply: the reply is refused at the client, so the key
+/// reaches no snapshot, report or bench output.
+#[tokio::test]
+async fn a_reply_echoing_the_api_key_is_refused() {
+    const VAR: &str = "CHATGATE_TEST_ECHO_KEY";
+    const KEY: &str = "sk-test-echo-0987654321";
+    std::env::set_var(VAR, KEY);
+    let reply = json!({"choices": [{"index": 0, "message": {"role": "assistant",
+        "content": format!("you sent Bearer {KEY}")}, "finish_reason": "stop"}]});
+    let (url, _) = scripted(vec![json_response("200 OK", &reply)]).await;
+    let t = HttpTarget::new(HttpOptions {
+        api_key_env: Some(VAR.into()),
+        ..options(&url)
+    })
+    .expect("target");
+    let err = t.chat(&greedy(false)).await.expect_err("echoed key");
+    assert!(
+        matches!(&err, CallError::Protocol { detail, .. } if detail.contains("contains the API key")),
+        "{err:?}"
+    );
+    assert!(!format!("{err:?}").contains(KEY));
 }

@@ -19,6 +19,7 @@ mod real_servers;
 mod render_contract;
 mod report_formats;
 mod serve_http;
+mod signals;
 mod snapshot_workflow;
 mod sse_reader;
 mod stack_profiles;

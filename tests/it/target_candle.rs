@@ -1068,3 +1068,28 @@ fn absurd_sizes_in_model_files_are_errors_or_capped_not_aborts() {
     let m = chatgate::target::candle::CandleModel::load(&copy).expect("loads, capped");
     assert_eq!(m.context_length(), 1 << 20);
 }
+
+/// A GGUF declaring a context of 0 is refused at load, naming the file, instead of failing
+/// every request with "ids exceed the model's context of 0".
+#[test]
+fn a_gguf_with_a_context_of_zero_is_refused_at_load() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("model.gguf");
+    write_gguf(&path, GgmlDType::F32, true);
+    let mut bytes = std::fs::read(&path).expect("read");
+    let key = b"llama.context_length";
+    let at = bytes
+        .windows(key.len())
+        .position(|w| w == key)
+        .expect("the key")
+        + key.len();
+    // The value follows its 4-byte type tag (u32).
+    bytes[at + 4..at + 8].copy_from_slice(&0u32.to_le_bytes());
+    std::fs::write(&path, bytes).expect("write");
+    let err = match chatgate::target::candle::CandleModel::load(&path) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a context of 0 loaded"),
+    };
+    assert!(err.contains("context length of 0"), "{err}");
+    assert!(err.contains("model.gguf"), "{err}");
+}
