@@ -111,16 +111,30 @@ fn gguf_vs_hf(ctx: &Context) -> Vec<Finding> {
     let gguf_template = info.get_str("tokenizer.chat_template");
     if let (Some(hf), Some(g)) = (hf_template, gguf_template) {
         if hf.text.trim_end() != g.trim_end() {
-            out.push(
-                Finding::new(
+            let f = match first_render_difference(ctx, &hf.text, g) {
+                // Texts that differ only in markup that renders nothing (`{% generation %}`
+                // tags for assistant masks, whitespace control) serve the same prompts.
+                None => Finding::new(
+                    Boundary::Template,
+                    "template.gguf-vs-hf",
+                    Severity::Info,
+                    format!(
+                        "the GGUF's chat template text differs from the Hugging Face files', but both render the same text for all {} conversations, with and without a generation prompt",
+                        ctx.conversations.len()
+                    ),
+                ),
+                Some(diff) => Finding::new(
                     Boundary::Template,
                     "template.gguf-vs-hf",
                     Severity::Warning,
                     "the GGUF's chat template differs from the Hugging Face files' template",
                 )
-                .with("gguf", format!("{gguf_name}#tokenizer.chat_template"))
-                .with("hf", &hf.origin)
-                .with("served", &served),
+                .with("first difference", diff),
+            };
+            out.push(
+                f.with("gguf", format!("{gguf_name}#tokenizer.chat_template"))
+                    .with("hf", &hf.origin)
+                    .with("served", &served),
             );
         }
     }
@@ -183,3 +197,39 @@ fn gguf_vs_hf(ctx: &Context) -> Vec<Finding> {
     }
     out
 }
+
+/// Where two template texts first render differently on the suite's conversations (with and
+/// without a generation prompt), or `None` when they render the same everywhere. A template that
+/// fails to compile or render where the other succeeds is a difference.
+fn first_render_difference(ctx: &Context, a: &str, b: &str) -> Option<String> {
+    use crate::template::{ChatTemplate, RenderRequest};
+    let (ta, tb) = match (ChatTemplate::new(a), ChatTemplate::new(b)) {
+        (Ok(x), Ok(y)) => (x, y),
+        (Err(e), _) | (_, Err(e)) => return Some(format!("a template does not compile: {e}")),
+    };
+    if ctx.conversations.is_empty() {
+        return Some("no conversation to render them on".into());
+    }
+    let special = ctx.model.special_tokens();
+    for conv in &ctx.conversations {
+        for add_generation_prompt in [false, true] {
+            let req = RenderRequest {
+                messages: conv.messages.clone(),
+                tools: conv.tools.as_ref().map(|t| serde_json::Value::Array(t.clone())),
+                add_generation_prompt,
+                special_tokens: special.clone(),
+                ..Default::default()
+            };
+            let ra = ta.render(&req).map(|r| r.text).map_err(|e| e.to_string());
+            let rb = tb.render(&req).map(|r| r.text).map_err(|e| e.to_string());
+            if ra != rb {
+                return Some(format!(
+                    "conversation {} (add_generation_prompt = {add_generation_prompt})",
+                    conv.id
+                ));
+            }
+        }
+    }
+    None
+}
+

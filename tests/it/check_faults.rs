@@ -402,3 +402,55 @@ fn missing_generation_prompt_is_caught_against_an_sft_template() {
     assert_eq!(f["evidence"]["class"], "generation-prompt");
     assert_eq!(f["evidence"]["sft appends"], "\"<|im_start|>assistant\\n\"");
 }
+
+/// models/tiny-chat ships a GGUF whose template is the HF template without its
+/// `{% generation %}` tags: the texts differ, the renders do not, so that is information, not a
+/// warning. A GGUF template that renders differently is a warning naming the first conversation.
+#[test]
+fn gguf_vs_hf_template_compares_renders_not_texts() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    fs::create_dir(&model).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/tiny-chat");
+    for e in fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        fs::copy(e.path(), model.join(e.file_name())).unwrap();
+    }
+    fs::write(
+        dir.path().join("suite.toml"),
+        "[model]\ndir = \"model\"\n[sft]\ngolden = \"model/sft.jsonl\"\n",
+    )
+    .unwrap();
+    let c = Case { dir };
+    let gguf_vs_hf = |c: &Case| -> Value {
+        let (_, report) = c.check();
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["check"] == "template.gguf-vs-hf")
+            .cloned()
+            .unwrap_or_else(|| panic!("no template.gguf-vs-hf finding: {report}"))
+    };
+    let f = gguf_vs_hf(&c);
+    assert_eq!(f["severity"], "info", "{f}");
+    assert!(
+        f["message"].as_str().unwrap().contains("render the same text"),
+        "{f}"
+    );
+
+    c.edit_json("tokenizer_config.json", |v| {
+        let t = v["chat_template"].as_str().unwrap().to_string();
+        v["chat_template"] = Value::String(format!(
+            "{{{{ '<|im_start|>system\\nBe brief.<|im_end|>\\n' }}}}{t}"
+        ));
+    });
+    let f = gguf_vs_hf(&c);
+    assert_eq!(f["severity"], "warning", "{f}");
+    assert!(
+        f["evidence"]["first difference"]
+            .as_str()
+            .is_some_and(|d| d.contains("add_generation_prompt = false")),
+        "{f}"
+    );
+}
