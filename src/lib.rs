@@ -14,6 +14,7 @@ pub mod secrets;
 pub mod serve;
 pub mod snapshot;
 pub mod stack;
+pub mod standin;
 pub mod suite;
 pub mod target;
 pub mod template;

@@ -183,10 +183,15 @@ pub fn build(info: &GgufInfo) -> Result<GgufTokenizer, String> {
             *t = format!("[EMPTY_{i}]");
         }
     }
-    let types: Vec<i64> = match metadata_numbers(info, "tokenizer.ggml.token_type", tokens.len())? {
-        Some(v) => v.into_iter().map(|x| x as i64).collect(),
-        None => vec![1; tokens.len()],
-    };
+    let declared: Vec<i64> =
+        match metadata_numbers(info, "tokenizer.ggml.token_type", tokens.len())? {
+            Some(v) => v.into_iter().map(|x| x as i64).collect(),
+            None => vec![1; tokens.len()],
+        };
+    // llama.cpp makes the end-of-turn/generation and FIM tokens it knows by text control tokens.
+    let types = crate::stack::llama_cpp_vocab::effective_types(&tokens, &declared, &|k| {
+        info.metadata.contains_key(k)
+    });
     let mut notes = Vec::new();
     let built = match model {
         "gpt2" => byte_level(info, &tokens, &types, &mut notes)?,

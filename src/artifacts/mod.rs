@@ -25,7 +25,7 @@ mod json;
 mod open;
 mod safetensors;
 mod templates;
-mod tokenizer_files;
+pub(crate) mod tokenizer_files;
 
 pub use config::{read_generation_config, read_model_config};
 pub use gguf::{ggml_type_name, metadata_group, metadata_hashes, read_gguf, GgufTensor};

@@ -137,7 +137,8 @@ mod tests {
         .unwrap();
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
-            if path.is_dir() {
+            // src/standin names files (`tokenizer.model`) that look like check ids.
+            if path.is_dir() && !path.ends_with("standin") {
                 ids_in_source(&path, out);
             } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("checks.rs") {
                 let text = std::fs::read_to_string(&path).unwrap();

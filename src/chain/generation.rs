@@ -34,23 +34,6 @@ pub struct StopSet {
     pub generation_config: Option<BTreeSet<u32>>,
 }
 
-/// llama.cpp marks these as end-of-generation whatever the metadata says (llama-vocab.cpp,
-/// `special_eog_ids`: "<|eot_id|>", "<|im_end|>", ... found in the vocabulary).
-const LLAMA_CPP_EOG_TEXTS: &[&str] = &[
-    "<|eot_id|>",
-    "<|im_end|>",
-    "<|end|>",
-    "<|return|>",
-    "<|call|>",
-    "<end_of_turn>",
-    "<|endoftext|>",
-    "<|eom_id|>",
-    "<EOT>",
-    "_<EOT>",
-    "<|end_of_text|>",
-    "<end_of_utterance>",
-];
-
 /// What the serving stack stops on, plus the suite's extra stop ids.
 pub fn stop_set(ctx: &Context, tok: &Tokenizer) -> StopSet {
     let extra = ctx
@@ -63,9 +46,10 @@ pub fn stop_set(ctx: &Context, tok: &Tokenizer) -> StopSet {
     if ctx.stack.reads_gguf() {
         if let Some(info) = &ctx.model.gguf {
             let mut ids: BTreeSet<u32> = crate::stack::gguf_stop_ids(info).into_iter().collect();
+            let has = |t: &str| tok.token_to_id(t).is_some();
             ids.extend(
-                LLAMA_CPP_EOG_TEXTS
-                    .iter()
+                crate::stack::llama_cpp_vocab::eog_texts(&has)
+                    .into_iter()
                     .filter_map(|t| tok.token_to_id(t)),
             );
             ids.extend(extra);

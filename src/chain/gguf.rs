@@ -215,7 +215,10 @@ fn first_render_difference(ctx: &Context, a: &str, b: &str) -> Option<String> {
         for add_generation_prompt in [false, true] {
             let req = RenderRequest {
                 messages: conv.messages.clone(),
-                tools: conv.tools.as_ref().map(|t| serde_json::Value::Array(t.clone())),
+                tools: conv
+                    .tools
+                    .as_ref()
+                    .map(|t| serde_json::Value::Array(t.clone())),
                 add_generation_prompt,
                 special_tokens: special.clone(),
                 ..Default::default()
@@ -232,4 +235,3 @@ fn first_render_difference(ctx: &Context, a: &str, b: &str) -> Option<String> {
     }
     None
 }
-

@@ -8,6 +8,7 @@ pub mod proxy;
 pub mod render;
 mod serve;
 pub mod snapshots;
+mod standin;
 
 use std::path::PathBuf;
 
@@ -121,6 +122,22 @@ chatgate bench suites/smoke.toml --target http://127.0.0.1:8000 --mode load --ra
     Reject(snapshots::RejectArgs),
     /// Sit between a real client and the server: record both sides, or send the client hostile-but-legal SSE.
     Proxy(proxy::ProxyArgs),
+    /// Build a tiny random-weight model that carries a real model's tokenizer, templates and special tokens.
+    #[command(
+        long_about = "Build a stand-in: a tiny model with random weights (default 2 layers, 64 wide; the same \
+seed gives the same bytes) that carries the real model's exact tokenizer, chat templates, special tokens and \
+generation config, so the whole serving chain — tokenizer, template, special tokens, stop set, API — can be gated \
+on any CPU in seconds, before a GPU deploy.\n\n\
+From DIR (tokenizer.json required; config.json, tokenizer_config.json, chat_template.jinja, \
+special_tokens_map.json, generation_config.json used when present) it writes OUT with those files copied byte \
+for byte, a tiny config.json (the source's model_type: llama, mistral or qwen2), model.safetensors, and \
+model.gguf — the same weights with the tokenizer metadata llama.cpp's converter writes for the real model \
+(tokens, types, merges or scores, pre-tokenizer, bos/eos ids, add_bos, chat template), for llama.cpp servers.\n\n\
+The weights are shaped so greedy replies are words and some end with the template's turn terminator.",
+        after_help = "Examples:\n  chatgate standin --from ~/models/Qwen2.5-0.5B-Instruct --out target/standins/qwen\n  \
+chatgate serve target/standins/qwen --port 8000        then gate it like the real model"
+    )]
+    Standin(standin::StandinArgs),
 }
 
 #[derive(Clone, Copy, Debug, Default, ValueEnum, PartialEq, Eq)]
@@ -238,6 +255,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Accept(a) => snapshots::run_accept(a),
         Command::Reject(a) => snapshots::run_reject(a),
         Command::Proxy(a) => proxy::run(a),
+        Command::Standin(a) => standin::run(a),
     };
     match result {
         Ok(code) => code,

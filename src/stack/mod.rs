@@ -14,6 +14,7 @@
 //! tokenizes with add_special and parse_special); llama-cpp-python 0.3.36
 //! `llama_chat_format.py` (`Jinja2ChatFormatter` returns `added_special=True`, and
 //! `chat_formatter_to_chat_completion_handler` tokenizes with `add_bos=not added_special`).
+pub mod llama_cpp_vocab;
 pub mod transformers;
 mod transformers_map;
 

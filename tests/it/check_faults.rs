@@ -435,7 +435,10 @@ fn gguf_vs_hf_template_compares_renders_not_texts() {
     let f = gguf_vs_hf(&c);
     assert_eq!(f["severity"], "info", "{f}");
     assert!(
-        f["message"].as_str().unwrap().contains("render the same text"),
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("render the same text"),
         "{f}"
     );
 

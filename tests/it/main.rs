@@ -23,6 +23,7 @@ mod signals;
 mod snapshot_workflow;
 mod sse_reader;
 mod stack_profiles;
+mod standin;
 mod target_architectures;
 mod target_candle;
 mod template_behaviour;

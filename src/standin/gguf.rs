@@ -1,0 +1,578 @@
+//! model.gguf of a stand-in: the same weights in llama.cpp's layout, and the tokenizer metadata
+//! llama.cpp's converter (`convert_hf_to_gguf.py` + gguf-py `SpecialVocab`) writes for the real
+//! model. Every rule here is cited in docs/research/hf-to-gguf.md.
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
+use candle_core::Tensor;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::weights::Shape;
+
+/// What model.gguf holds, for the report.
+pub struct Written {
+    pub architecture: String,
+    pub model: String,
+    pub pre: String,
+    pub notes: Vec<String>,
+}
+
+type Meta = Vec<(String, gguf_file::Value)>;
+
+const NORMAL: i32 = 1;
+const CONTROL: i32 = 3;
+const USER_DEFINED: i32 = 4;
+const UNUSED: i32 = 5;
+const BYTE: i32 = 6;
+
+/// The converter's `chktxt` (`convert_hf_to_gguf_update.py`): its token ids, hashed, name the
+/// pre-tokenizer.
+const CHKTXT: &str = "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n\u{1f680} (normal) \u{1f636}\u{200d}\u{1f32b}\u{fe0f} (multiple emojis concatenated) \u{2705} \u{1f999}\u{1f999} 3 33 333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 \u{1780}\u{17b6}\u{1793}\u{17cb}\u{178f}\u{17c2}\u{1796}\u{17b7}\u{179f}\u{17c1}\u{179f}\u{17a2}\u{17b6}\u{1785}\u{1f601} ?\u{6211}\u{60f3}\u{5728}apple\u{5de5}\u{4f5c}1314151\u{5929}\u{ff5e} ------======= \u{43d}\u{435}\u{449}\u{43e} \u{43d}\u{430} \u{411}\u{44a}\u{43b}\u{433}\u{430}\u{440}\u{441}\u{43a}\u{438} ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL";
+
+/// `get_vocab_base_pre`'s hashes for the families chatgate models (the converter knows ~100;
+/// a tokenizer not here gets no GGUF, as the converter would refuse it).
+const PRE: &[(&str, &str)] = &[
+    (
+        "0ef9807a4087ebef797fc749390439009c3b9eda9ad1a097abbe738f486c01e5",
+        "llama-bpe",
+    ),
+    (
+        "e636dc30a262dcc0d8c323492e32ae2b70728f4df7dfe9737d9f920a282b8aea",
+        "qwen2",
+    ),
+    (
+        "d4540891389ea895b53b399da6ac824becc30f2fba0e9ddbb98f92e55ca0e97c",
+        "qwen2",
+    ),
+    (
+        "855059429035d75a914d1eda9f10a876752e281a054a7a3d421ef0533e5b6249",
+        "smollm",
+    ),
+    (
+        "3ce83efda5659b07b1ad37ca97ca5797ea4285d9b9ab0dc679e4a720c9da7454",
+        "gpt-2",
+    ),
+    (
+        "0fe1cf6eda062318a1af7270f3331a85c539a01778ff948e24388e949c5282f4",
+        "gpt-2",
+    ),
+    (
+        "b3f499bb4255f8ca19fccd664443283318f2fd2414d5e0b040fbdd0cc195d6c5",
+        "deepseek-r1-qwen",
+    ),
+    (
+        "63b97e4253352e6f357cc59ea5b583e3a680eaeaf2632188c2b952de2588485e",
+        "tekken",
+    ),
+    (
+        "fcace8b9cac38ce847670c970cd5892031a753a1ef381abd1d9af00f713da085",
+        "phi-2",
+    ),
+    (
+        "ccc2ef013c104be7bae2965776d611e1d7a8a2a9c547dd93a682c9a9fc80352e",
+        "gpt-4o",
+    ),
+    (
+        "d353350c764d8c3b39c763113960e4fb4919bea5fbf208a0e3b22e8469dc7406",
+        "llama4",
+    ),
+];
+
+pub fn write(
+    out: &Path,
+    config: &Value,
+    tokenizer_path: &Path,
+    tokenizer_config: Option<&Value>,
+    tensors: &HashMap<String, Tensor>,
+    shape: &Shape,
+) -> Result<Written, String> {
+    let tj: Value = std::fs::read(tokenizer_path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))?;
+    let architecture = if shape.model_type == "qwen2" {
+        "qwen2"
+    } else {
+        "llama"
+    };
+    let mut notes = Vec::new();
+    let mut meta = hparams(architecture, config, shape);
+    let sentencepiece = architecture == "llama" && is_sentencepiece_bpe(&tj);
+    let (model, pre) = if sentencepiece {
+        meta.extend(spm_vocab(&tj, tokenizer_config, shape.vocab, &mut notes)?);
+        ("llama".to_string(), "default".to_string())
+    } else {
+        let pre = pre_tokenizer(tokenizer_path)?;
+        meta.extend(gpt2_vocab(&tj, tokenizer_config, shape.vocab, &pre)?);
+        ("gpt2".to_string(), pre)
+    };
+    meta.extend(special_vocab(&tj, tokenizer_config, config, sentencepiece));
+    meta.extend(chat_template(out, tokenizer_config));
+    let qt = gguf_tensors(tensors, shape, architecture == "llama").map_err(|e| e.to_string())?;
+    let meta_refs: Vec<(&str, &gguf_file::Value)> =
+        meta.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let tensor_refs: Vec<(&str, &QTensor)> = qt.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    let tmp = out.join(".chatgate-standin-gguf.tmp");
+    let mut f = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
+    gguf_file::write(&mut f, &meta_refs, &tensor_refs).map_err(|e| e.to_string())?;
+    drop(f);
+    std::fs::rename(&tmp, out.join("model.gguf")).map_err(|e| e.to_string())?;
+    Ok(Written {
+        architecture: architecture.to_string(),
+        model,
+        pre,
+        notes,
+    })
+}
+
+fn hparams(arch: &str, config: &Value, s: &Shape) -> Meta {
+    use gguf_file::Value as V;
+    let f = |k: &str, d: f64| config[k].as_f64().unwrap_or(d) as f32;
+    let ctx = config["max_position_embeddings"].as_u64().unwrap_or(2048) as u32;
+    let k = |name: &str| format!("{arch}.{name}");
+    let mut m: Meta = vec![
+        ("general.architecture".into(), V::String(arch.into())),
+        ("general.type".into(), V::String("model".into())),
+        ("general.name".into(), V::String("chatgate stand-in".into())),
+        ("general.file_type".into(), V::U32(0)),
+        ("general.quantization_version".into(), V::U32(2)),
+        (k("context_length"), V::U32(ctx)),
+        (k("embedding_length"), V::U32(s.hidden as u32)),
+        (k("block_count"), V::U32(s.layers as u32)),
+        (k("feed_forward_length"), V::U32(s.intermediate as u32)),
+        (k("attention.head_count"), V::U32(s.heads as u32)),
+        (k("attention.head_count_kv"), V::U32(s.kv_heads as u32)),
+        (k("rope.freq_base"), V::F32(f("rope_theta", 10000.0))),
+        (
+            k("attention.layer_norm_rms_epsilon"),
+            V::F32(f("rms_norm_eps", 1e-5)),
+        ),
+    ];
+    if arch == "llama" {
+        m.push((k("rope.dimension_count"), V::U32(s.head_dim as u32)));
+        m.push((k("attention.key_length"), V::U32(s.head_dim as u32)));
+        m.push((k("attention.value_length"), V::U32(s.head_dim as u32)));
+        m.push((k("vocab_size"), V::U32(s.vocab as u32)));
+    }
+    m
+}
+
+/// `LlamaHfVocab`'s condition: a SentencePiece-style BPE (byte fallback, a Sequence decoder).
+fn is_sentencepiece_bpe(tj: &Value) -> bool {
+    tj["model"]["type"] == "BPE"
+        && tj["model"]["byte_fallback"] == true
+        && tj["decoder"]["type"] == "Sequence"
+}
+
+/// `get_vocab_base_pre`: sha256 of `str(tokenizer.encode(chktxt))` (special tokens added).
+fn pre_tokenizer(tokenizer_path: &Path) -> Result<String, String> {
+    let tok = tokenizers::Tokenizer::from_file(tokenizer_path).map_err(|e| e.to_string())?;
+    let enc = tok.encode(CHKTXT, true).map_err(|e| e.to_string())?;
+    let listed = format!(
+        "[{}]",
+        enc.get_ids()
+            .iter()
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let hash = hex::encode(Sha256::digest(listed.as_bytes()));
+    PRE.iter()
+        .rev()
+        .find(|(h, _)| *h == hash)
+        .map(|(_, p)| p.to_string())
+        .ok_or_else(|| {
+            format!(
+                "llama.cpp's converter does not recognise this pre-tokenizer (chkhsh {hash}) and refuses to convert it; chatgate knows {} families",
+                PRE.len()
+            )
+        })
+}
+
+/// `does_token_look_special`.
+fn looks_special(t: &str) -> bool {
+    matches!(t, "<pad>" | "<mask>" | "<2mass>" | "[@BOS@]")
+        || (t.starts_with("<|") && t.ends_with("|>"))
+        || (t.starts_with("<\u{ff5c}") && t.ends_with("\u{ff5c}>"))
+        || (t.starts_with("<unused") && t.ends_with('>'))
+}
+
+/// Added tokens: id → (content, special), tokenizer_config's `added_tokens_decoder` flags
+/// over tokenizer.json's.
+fn added(tj: &Value, tc: Option<&Value>) -> HashMap<u32, (String, bool)> {
+    let mut out = HashMap::new();
+    for t in tj["added_tokens"].as_array().into_iter().flatten() {
+        if let (Some(id), Some(c)) = (t["id"].as_u64(), t["content"].as_str()) {
+            out.insert(
+                id as u32,
+                (c.to_string(), t["special"].as_bool().unwrap_or(false)),
+            );
+        }
+    }
+    if let Some(dec) = tc.and_then(|t| t["added_tokens_decoder"].as_object()) {
+        for (id, t) in dec {
+            if let (Ok(id), Some(c)) = (id.parse::<u32>(), t["content"].as_str()) {
+                out.insert(id, (c.to_string(), t["special"].as_bool().unwrap_or(false)));
+            }
+        }
+    }
+    out
+}
+
+fn base_vocab(tj: &Value) -> HashMap<u32, String> {
+    tj["model"]["vocab"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(t, id)| id.as_u64().map(|id| (id as u32, t.clone())))
+        .collect()
+}
+
+fn strings(v: Vec<String>) -> gguf_file::Value {
+    gguf_file::Value::Array(v.into_iter().map(gguf_file::Value::String).collect())
+}
+
+fn ints(v: Vec<i32>) -> gguf_file::Value {
+    gguf_file::Value::Array(v.into_iter().map(gguf_file::Value::I32).collect())
+}
+
+/// `_set_vocab_gpt2`: tokens padded to vocab_size with `[PAD{i}]`, types, merges, pre.
+fn gpt2_vocab(tj: &Value, tc: Option<&Value>, vocab: usize, pre: &str) -> Result<Meta, String> {
+    use gguf_file::Value as V;
+    let base = base_vocab(tj);
+    let added = added(tj, tc);
+    let mut tokens = Vec::with_capacity(vocab);
+    let mut types = Vec::with_capacity(vocab);
+    for i in 0..vocab as u32 {
+        if let Some((content, special)) = added.get(&i) {
+            if *special || looks_special(content) {
+                tokens.push(content.clone());
+                types.push(CONTROL);
+            } else {
+                tokens.push(content.replace('\u{2581}', " "));
+                types.push(USER_DEFINED);
+            }
+        } else if let Some(t) = base.get(&i) {
+            tokens.push(t.clone());
+            types.push(NORMAL);
+        } else {
+            tokens.push(format!("[PAD{i}]"));
+            types.push(UNUSED);
+        }
+    }
+    let merges: Vec<String> = tj["model"]["merges"]
+        .as_array()
+        .ok_or("tokenizer.json has no merges (llama.cpp needs them for a gpt2 vocabulary)")?
+        .iter()
+        .map(|m| match m {
+            Value::String(s) => Ok(s.clone()),
+            Value::Array(p) if p.len() == 2 => {
+                let part = |v: &Value| v.as_str().unwrap_or_default().replace(' ', "\u{120}");
+                Ok(format!("{} {}", part(&p[0]), part(&p[1])))
+            }
+            other => Err(format!("unknown merges format: {other}")),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(vec![
+        ("tokenizer.ggml.model".into(), V::String("gpt2".into())),
+        ("tokenizer.ggml.pre".into(), V::String(pre.into())),
+        ("tokenizer.ggml.tokens".into(), strings(tokens)),
+        ("tokenizer.ggml.token_type".into(), ints(types)),
+        ("tokenizer.ggml.merges".into(), strings(merges)),
+    ])
+}
+
+/// A SentencePiece vocabulary as the converter writes it from the real model's tokenizer.model
+/// (which the published Llama-2/Mistral/Phi-3 repositories ship): pieces with `▁`, `<0xNN>`
+/// as BYTE, added tokens CONTROL (special or special-looking) or USER_DEFINED with score -1000,
+/// and scores whose order is the merge order. The scores are rebuilt from tokenizer.json's merge
+/// ranks (a token made by merge r scores -r), which orders merges exactly as the original
+/// scores do; the tokenizer.json-only converter path would write -1000 for every token, which
+/// no published GGUF has.
+fn spm_vocab(
+    tj: &Value,
+    tc: Option<&Value>,
+    vocab: usize,
+    notes: &mut Vec<String>,
+) -> Result<Meta, String> {
+    use gguf_file::Value as V;
+    let base = base_vocab(tj);
+    let added = added(tj, tc);
+    let mut rank: HashMap<String, usize> = HashMap::new();
+    for (r, m) in tj["model"]["merges"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let (a, b) = match m {
+            Value::String(s) => match s.split_once(' ') {
+                Some((a, b)) => (a.to_string(), b.to_string()),
+                None => continue,
+            },
+            Value::Array(p) if p.len() == 2 => (
+                p[0].as_str().unwrap_or_default().to_string(),
+                p[1].as_str().unwrap_or_default().to_string(),
+            ),
+            _ => continue,
+        };
+        rank.entry(a + &b).or_insert(r);
+    }
+    let is_byte = |t: &str| {
+        t.len() == 6
+            && t.starts_with("<0x")
+            && t.ends_with('>')
+            && t[3..5].chars().all(|c| c.is_ascii_hexdigit())
+    };
+    let mut tokens = Vec::with_capacity(vocab);
+    let mut types = Vec::with_capacity(vocab);
+    let mut scores = Vec::with_capacity(vocab);
+    let mut seen = HashSet::new();
+    for i in 0..vocab as u32 {
+        let (t, ty, score) = if let Some((content, special)) = added.get(&i) {
+            if *special || looks_special(content) {
+                (content.clone(), CONTROL, -1000.0)
+            } else {
+                (content.replace('\u{2581}', " "), USER_DEFINED, -1000.0)
+            }
+        } else if let Some(t) = base.get(&i) {
+            if is_byte(t) {
+                (t.clone(), BYTE, 0.0)
+            } else {
+                let s = rank.get(t).map_or(0.0, |&r| -(r as f32));
+                (t.clone(), NORMAL, s)
+            }
+        } else {
+            (format!("[PAD{i}]"), UNUSED, -1000.0)
+        };
+        // llama.cpp refuses a vocabulary with a duplicate token.
+        if !seen.insert(t.clone()) {
+            return Err(format!("token {t:?} appears twice in the vocabulary"));
+        }
+        tokens.push(t);
+        types.push(ty);
+        scores.push(score);
+    }
+    notes.push("SentencePiece scores rebuilt from tokenizer.json's merge ranks (as tokenizer.model orders them)".into());
+    let mut m: Meta = vec![
+        ("tokenizer.ggml.model".into(), V::String("llama".into())),
+        ("tokenizer.ggml.pre".into(), V::String("default".into())),
+        ("tokenizer.ggml.tokens".into(), strings(tokens)),
+        (
+            "tokenizer.ggml.scores".into(),
+            V::Array(scores.into_iter().map(V::F32).collect()),
+        ),
+        ("tokenizer.ggml.token_type".into(), ints(types)),
+    ];
+    if let Some(b) = tc.and_then(|t| t["add_prefix_space"].as_bool()) {
+        m.push(("tokenizer.ggml.add_space_prefix".into(), V::Bool(b)));
+    }
+    Ok(m)
+}
+
+/// A special token's text in tokenizer_config.json (a string or `{content}`).
+fn token_text(v: &Value) -> Option<&str> {
+    v.as_str().or_else(|| v["content"].as_str())
+}
+
+/// `SpecialVocab`: add_bos/add_eos from tokenizer.json's post-processor, overridden by
+/// tokenizer_config's booleans; ids from tokenizer_config's tokens (looked up among
+/// tokenizer.json's added tokens), then config.json's `*_token_id` for the rest.
+fn special_vocab(tj: &Value, tc: Option<&Value>, config: &Value, sentencepiece: bool) -> Meta {
+    use gguf_file::Value as V;
+    let mut m = Meta::new();
+    let named = |typ: &str| {
+        tc.and_then(|t| token_text(&t[format!("{typ}_token")]))
+            .map(str::to_string)
+    };
+    let (mut add_bos, mut add_eos) =
+        post_processor_adds(&tj["post_processor"], named("bos"), named("eos"));
+    if let Some(t) = tc {
+        if let Some(b) = t["add_bos_token"].as_bool() {
+            add_bos = Some(b);
+        }
+        if let Some(b) = t["add_eos_token"].as_bool() {
+            add_eos = Some(b);
+        }
+    }
+    let added_ids: HashMap<&str, u64> = tj["added_tokens"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| Some((t["content"].as_str()?, t["id"].as_u64()?)))
+        .collect();
+    for (typ, key) in [
+        ("bos", "tokenizer.ggml.bos_token_id"),
+        ("eos", "tokenizer.ggml.eos_token_id"),
+        ("unk", "tokenizer.ggml.unknown_token_id"),
+        ("sep", "tokenizer.ggml.seperator_token_id"),
+        ("pad", "tokenizer.ggml.padding_token_id"),
+    ] {
+        let from_tc = named(typ).and_then(|t| added_ids.get(t.as_str()).copied());
+        let id = from_tc.or_else(|| config[format!("{typ}_token_id")].as_u64());
+        if let Some(id) = id {
+            m.push((key.into(), V::U32(id as u32)));
+        }
+    }
+    let _ = sentencepiece;
+    if let Some(b) = add_bos {
+        m.push(("tokenizer.ggml.add_bos_token".into(), V::Bool(b)));
+    }
+    if let Some(b) = add_eos {
+        m.push(("tokenizer.ggml.add_eos_token".into(), V::Bool(b)));
+    }
+    m
+}
+
+/// (add_bos, add_eos) a `TemplateProcessing` post-processor implies (also inside `Sequence`).
+fn post_processor_adds(
+    pp: &Value,
+    bos: Option<String>,
+    eos: Option<String>,
+) -> (Option<bool>, Option<bool>) {
+    match pp["type"].as_str() {
+        Some("Sequence") => {
+            for p in pp["processors"].as_array().into_iter().flatten() {
+                let r = post_processor_adds(p, bos.clone(), eos.clone());
+                if r != (None, None) {
+                    return r;
+                }
+            }
+            (None, None)
+        }
+        Some("TemplateProcessing") => {
+            let single = pp["single"].as_array().cloned().unwrap_or_default();
+            let special = |v: &Value| v["SpecialToken"]["id"].as_str().map(str::to_string);
+            let add_bos = if single.len() > 1 {
+                single.first().and_then(special).map(|x| Some(x) == bos)
+            } else {
+                Some(false)
+            };
+            let add_eos = if single.len() > 1 {
+                single.last().and_then(special).map(|y| Some(y) == eos)
+            } else {
+                Some(false)
+            };
+            (add_bos.or(Some(false)), add_eos.or(Some(false)))
+        }
+        Some("RobertaProcessing") => (Some(true), Some(true)),
+        _ => (None, None),
+    }
+}
+
+/// `tokenizer.chat_template`: tokenizer_config's `chat_template` (even null) wins, then
+/// chat_template.jinja, then chat_template.json; nothing without a tokenizer_config.json.
+fn chat_template(out: &Path, tc: Option<&Value>) -> Meta {
+    use gguf_file::Value as V;
+    let Some(tc) = tc else {
+        return vec![];
+    };
+    let text = match tc.get("chat_template") {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Array(named)) => {
+            let mut m = Meta::new();
+            let mut names = Vec::new();
+            for t in named {
+                let (Some(name), Some(tpl)) = (t["name"].as_str(), t["template"].as_str()) else {
+                    continue;
+                };
+                if name == "default" {
+                    m.push(("tokenizer.chat_template".into(), V::String(tpl.into())));
+                } else {
+                    let clean: String = name
+                        .chars()
+                        .map(|c| {
+                            if c.is_ascii_alphanumeric() || c == '_' {
+                                c
+                            } else {
+                                '_'
+                            }
+                        })
+                        .collect();
+                    m.push((
+                        format!("tokenizer.chat_template.{clean}"),
+                        V::String(tpl.into()),
+                    ));
+                    names.push(clean);
+                }
+            }
+            if !names.is_empty() {
+                m.push(("tokenizer.chat_templates".into(), strings(names)));
+            }
+            return m;
+        }
+        Some(_) => None,
+        None => std::fs::read_to_string(out.join("chat_template.jinja"))
+            .ok()
+            .or_else(|| {
+                std::fs::read(out.join("chat_template.json"))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                    .and_then(|v| v["chat_template"].as_str().map(str::to_string))
+            }),
+    };
+    text.map(|t| vec![("tokenizer.chat_template".into(), V::String(t))])
+        .unwrap_or_default()
+}
+
+/// HF q_proj/k_proj rows → llama.cpp's interleaved rope layout (the converter's `permute`,
+/// llama only).
+fn permute_qk(w: &Tensor, heads: usize) -> candle_core::Result<Tensor> {
+    let (out, inp) = w.dims2()?;
+    w.reshape((heads, 2, out / heads / 2, inp))?
+        .transpose(1, 2)?
+        .contiguous()?
+        .reshape((out, inp))
+}
+
+fn gguf_tensors(
+    t: &HashMap<String, Tensor>,
+    s: &Shape,
+    permute: bool,
+) -> candle_core::Result<Vec<(String, QTensor)>> {
+    let mut names: Vec<(String, String)> = vec![
+        (
+            "model.embed_tokens.weight".into(),
+            "token_embd.weight".into(),
+        ),
+        ("model.norm.weight".into(), "output_norm.weight".into()),
+        ("lm_head.weight".into(), "output.weight".into()),
+    ];
+    for l in 0..s.layers {
+        let mut pairs = vec![
+            ("input_layernorm.weight", "attn_norm.weight"),
+            ("post_attention_layernorm.weight", "ffn_norm.weight"),
+            ("self_attn.q_proj.weight", "attn_q.weight"),
+            ("self_attn.k_proj.weight", "attn_k.weight"),
+            ("self_attn.v_proj.weight", "attn_v.weight"),
+            ("self_attn.o_proj.weight", "attn_output.weight"),
+            ("mlp.gate_proj.weight", "ffn_gate.weight"),
+            ("mlp.up_proj.weight", "ffn_up.weight"),
+            ("mlp.down_proj.weight", "ffn_down.weight"),
+        ];
+        if s.qkv_bias() {
+            pairs.extend([
+                ("self_attn.q_proj.bias", "attn_q.bias"),
+                ("self_attn.k_proj.bias", "attn_k.bias"),
+                ("self_attn.v_proj.bias", "attn_v.bias"),
+            ]);
+        }
+        for (a, b) in pairs {
+            names.push((format!("model.layers.{l}.{a}"), format!("blk.{l}.{b}")));
+        }
+    }
+    let mut out = Vec::new();
+    for (hf, gg) in names {
+        let Some(mut w) = t.get(&hf).cloned() else {
+            continue;
+        };
+        if permute && gg.ends_with("attn_q.weight") {
+            w = permute_qk(&w, s.heads)?;
+        } else if permute && gg.ends_with("attn_k.weight") {
+            w = permute_qk(&w, s.kv_heads)?;
+        }
+        out.push((gg, QTensor::quantize(&w, GgmlDType::F32)?));
+    }
+    Ok(out)
+}

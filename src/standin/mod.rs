@@ -1,0 +1,391 @@
+//! `chatgate standin`: a tiny random-weight model that carries a real model's exact tokenizer,
+//! templates, special tokens and generation config.
+//!
+//! The serving chain (tokenizer, template, special tokens, stop set, API) does not depend on the
+//! weights, so a stand-in exercises every boundary but checkpoint quality on any CPU, in seconds:
+//! for our own tests and for users' CI before a GPU deploy. It is written twice — a Hugging Face
+//! directory (the source's tokenizer and template files copied byte for byte, a tiny config.json,
+//! model.safetensors) and `model.gguf` with the same weights and the tokenizer metadata
+//! llama.cpp's converter writes for the real model (`gguf.rs`, from
+//! docs/research/hf-to-gguf.md) — so one stand-in runs in-process, on transformers stacks and on
+//! llama.cpp.
+mod gguf;
+mod weights;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Map, Value};
+
+use crate::error::{Error, Result};
+
+/// What `chatgate standin` was asked for.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub from: PathBuf,
+    pub out: PathBuf,
+    pub seed: u64,
+    pub layers: usize,
+    pub hidden: usize,
+    /// Replace the files a stand-in consists of in an `out` that already holds some.
+    pub force: bool,
+}
+
+/// What was written, for the report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Built {
+    pub out: PathBuf,
+    /// config.json's `model_type` (the source's, or inferred when it has no config.json).
+    pub model_type: String,
+    /// `general.architecture` of model.gguf, when one was written.
+    pub gguf_architecture: Option<String>,
+    /// `tokenizer.ggml.model` / `tokenizer.ggml.pre` of model.gguf.
+    pub gguf_tokenizer: Option<(String, String)>,
+    pub vocab_size: usize,
+    pub layers: usize,
+    pub hidden: usize,
+    /// The token that ends an assistant turn in the template, which some greedy replies end on.
+    pub turn_terminator: Option<(u32, String)>,
+    /// Of the built-in prompts, how many greedy replies ended with the terminator.
+    pub replies_ending: (usize, usize),
+    pub files: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+/// Files copied from the source byte for byte when present: everything that decides how text
+/// becomes ids and ids become a prompt.
+const COPIED: &[&str] = &[
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "generation_config.json",
+    "added_tokens.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+];
+
+/// The architectures a stand-in can have: candle runs them in-process and llama.cpp loads them.
+const ARCHITECTURES: &[(&str, &str)] = &[
+    ("llama", "LlamaForCausalLM"),
+    ("mistral", "MistralForCausalLM"),
+    ("qwen2", "Qwen2ForCausalLM"),
+];
+
+/// Largest source file read (tokenizer.json of 256k-token vocabularies is ~20 MB).
+const MAX_SOURCE_BYTES: u64 = 128 << 20;
+
+pub fn build(o: &Options) -> Result<Built> {
+    validate(o)?;
+    let from = &o.from;
+    let tokenizer_path = from.join("tokenizer.json");
+    let tokenizer =
+        crate::artifacts::tokenizer_files::read_tokenizer_json(&tokenizer_path)?.tokenizer;
+    let source_config = read_json_opt(&from.join("config.json"))?;
+    let tokenizer_config = read_json_opt(&from.join("tokenizer_config.json"))?;
+    let mut notes = Vec::new();
+    let model_type = model_type(
+        from,
+        source_config.as_ref(),
+        tokenizer_config.as_ref(),
+        &mut notes,
+    )?;
+    let vocab = vocab_size(&tokenizer, source_config.as_ref());
+    let config = tiny_config(
+        o,
+        &model_type,
+        vocab,
+        source_config.as_ref(),
+        &tokenizer,
+        tokenizer_config.as_ref(),
+    );
+
+    prepare_out(o)?;
+    let mut files = Vec::new();
+    for name in COPIED {
+        let src = from.join(name);
+        if src.is_file() {
+            let bytes = read_bounded(&src)?;
+            crate::files::write_atomic(&o.out.join(name), &bytes)?;
+            files.push(name.to_string());
+        }
+    }
+    let text = serde_json::to_string_pretty(&config).unwrap_or_default() + "\n";
+    crate::files::write_atomic(&o.out.join("config.json"), text.as_bytes())?;
+    files.push("config.json".into());
+
+    let shape = weights::Shape::from_config(&config);
+    let picked = weights::build(o, &shape, &tokenizer)?;
+    files.push("model.safetensors".into());
+    let written = gguf::write(
+        &o.out,
+        &config,
+        &tokenizer_path,
+        tokenizer_config.as_ref(),
+        &picked.tensors,
+        &shape,
+    );
+    let (gguf_architecture, gguf_tokenizer) = match written {
+        Ok(w) => {
+            files.push("model.gguf".into());
+            notes.extend(w.notes);
+            (Some(w.architecture), Some((w.model, w.pre)))
+        }
+        Err(why) => {
+            notes.push(format!("model.gguf not written: {why}"));
+            (None, None)
+        }
+    };
+    notes.extend(picked.notes);
+    Ok(Built {
+        out: o.out.clone(),
+        model_type,
+        gguf_architecture,
+        gguf_tokenizer,
+        vocab_size: vocab,
+        layers: o.layers,
+        hidden: o.hidden,
+        turn_terminator: picked.terminator,
+        replies_ending: picked.ending,
+        files,
+        notes,
+    })
+}
+
+fn validate(o: &Options) -> Result<()> {
+    if !(1..=8).contains(&o.layers) {
+        return Err(Error::input(format!(
+            "--layers must be 1..=8, got {}",
+            o.layers
+        )));
+    }
+    if !(16..=512).contains(&o.hidden) || o.hidden % 16 != 0 {
+        return Err(Error::input(format!(
+            "--hidden must be a multiple of 16 in 16..=512, got {}",
+            o.hidden
+        )));
+    }
+    if !o.from.is_dir() {
+        return Err(Error::in_file(&o.from, "is not a model directory").hint(
+            "pass the folder that holds the real model's tokenizer.json (and config.json, tokenizer_config.json, ...)",
+        ));
+    }
+    if !o.from.join("tokenizer.json").is_file() {
+        return Err(Error::in_file(&o.from, "has no tokenizer.json").hint(
+            "a stand-in copies the real tokenizer; save it with `AutoTokenizer.from_pretrained(...).save_pretrained(DIR)`",
+        ));
+    }
+    Ok(())
+}
+
+/// `out` is created; one that holds files is only written into with `--force`, and never when
+/// it is the source.
+fn prepare_out(o: &Options) -> Result<()> {
+    if let (Ok(a), Ok(b)) = (o.from.canonicalize(), o.out.canonicalize()) {
+        if a == b {
+            return Err(Error::in_file(&o.out, "is the source directory")
+                .hint("write the stand-in to another folder"));
+        }
+    }
+    if o.out.is_dir() {
+        let busy = std::fs::read_dir(&o.out)
+            .map_err(|e| Error::io(&o.out, e))?
+            .next()
+            .is_some();
+        if busy && !o.force {
+            return Err(
+                Error::in_file(&o.out, "already exists and is not empty").hint(
+                    "choose an empty folder, or pass --force to replace the stand-in's files in it",
+                ),
+            );
+        }
+    } else if o.out.exists() {
+        return Err(Error::in_file(&o.out, "exists and is not a folder"));
+    }
+    std::fs::create_dir_all(&o.out).map_err(|e| Error::io(&o.out, e))
+}
+
+fn read_bounded(path: &Path) -> Result<Vec<u8>> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if meta.len() > MAX_SOURCE_BYTES {
+        return Err(Error::in_file(
+            path,
+            format!(
+                "is {} MiB; a stand-in reads at most {} MiB per file",
+                meta.len() >> 20,
+                MAX_SOURCE_BYTES >> 20
+            ),
+        ));
+    }
+    std::fs::read(path).map_err(|e| Error::io(path, e))
+}
+
+fn read_json_opt(path: &Path) -> Result<Option<Value>> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let bytes = read_bounded(path)?;
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| Error::in_file(path, format!("is not valid JSON: {e}")))
+}
+
+/// The source's `model_type` when a stand-in can have it; without config.json, the one the
+/// tokenizer implies (Qwen2Tokenizer → qwen2, else llama: transformers then picks the same
+/// tokenizer class it picks for the source, which has no config.json either).
+fn model_type(
+    from: &Path,
+    config: Option<&Value>,
+    tokenizer_config: Option<&Value>,
+    notes: &mut Vec<String>,
+) -> Result<String> {
+    let supported = || {
+        ARCHITECTURES
+            .iter()
+            .map(|(m, _)| *m)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(c) = config {
+        let mt = c["model_type"].as_str().unwrap_or_default();
+        if ARCHITECTURES.iter().any(|(m, _)| *m == mt) {
+            return Ok(mt.to_string());
+        }
+        return Err(Error::in_file(
+            from.join("config.json"),
+            format!("model_type {mt:?}: stand-ins are built for {} so far", supported()),
+        )
+        .hint("a stand-in keeps the source's model_type because transformers picks the tokenizer class by it"));
+    }
+    let class = tokenizer_config
+        .and_then(|t| t["tokenizer_class"].as_str())
+        .unwrap_or_default();
+    let mt = if class.starts_with("Qwen2") {
+        "qwen2"
+    } else {
+        "llama"
+    };
+    notes.push(format!(
+        "the source has no config.json: model_type {mt:?} inferred from tokenizer_class {class:?}"
+    ));
+    Ok(mt.to_string())
+}
+
+/// config.json's vocab_size when it covers every token id, else the tokenizer's size.
+fn vocab_size(tokenizer: &tokenizers::Tokenizer, config: Option<&Value>) -> usize {
+    let ids = tokenizer
+        .get_vocab(true)
+        .values()
+        .copied()
+        .max()
+        .map_or(0, |m| m as usize + 1);
+    let declared = config
+        .and_then(|c| c["vocab_size"].as_u64())
+        .map_or(0, |v| v as usize);
+    ids.max(declared)
+}
+
+/// A named special token's id: tokenizer_config's `*_token` (string or `{content}`), looked up
+/// in the tokenizer.
+fn named_id(
+    tokenizer: &tokenizers::Tokenizer,
+    tokenizer_config: Option<&Value>,
+    key: &str,
+) -> Option<u32> {
+    let v = &tokenizer_config?[key];
+    let text = v.as_str().or_else(|| v["content"].as_str())?;
+    tokenizer.token_to_id(text)
+}
+
+/// The tiny config.json: the source's identity (model_type, token ids, rope and norm settings)
+/// with small dimensions.
+fn tiny_config(
+    o: &Options,
+    model_type: &str,
+    vocab: usize,
+    source: Option<&Value>,
+    tokenizer: &tokenizers::Tokenizer,
+    tokenizer_config: Option<&Value>,
+) -> Value {
+    let src = source.cloned().unwrap_or_else(|| json!({}));
+    let heads = (o.hidden / 16).max(1);
+    let gqa = match (
+        src["num_attention_heads"].as_u64(),
+        src["num_key_value_heads"].as_u64(),
+    ) {
+        (Some(h), Some(kv)) => kv < h,
+        _ => false,
+    };
+    let kv_heads = if gqa && heads % 2 == 0 {
+        heads / 2
+    } else {
+        heads
+    };
+    let arch = ARCHITECTURES
+        .iter()
+        .find(|(m, _)| *m == model_type)
+        .map_or("LlamaForCausalLM", |(_, a)| a);
+    let max_pos = src["max_position_embeddings"]
+        .as_u64()
+        .unwrap_or(2048)
+        .clamp(256, 4096);
+    let mut c = Map::new();
+    c.insert("architectures".into(), json!([arch]));
+    c.insert("model_type".into(), json!(model_type));
+    c.insert("vocab_size".into(), json!(vocab));
+    c.insert("hidden_size".into(), json!(o.hidden));
+    c.insert("intermediate_size".into(), json!(o.hidden * 2));
+    c.insert("num_hidden_layers".into(), json!(o.layers));
+    c.insert("num_attention_heads".into(), json!(heads));
+    c.insert("num_key_value_heads".into(), json!(kv_heads));
+    c.insert("head_dim".into(), json!(o.hidden / heads));
+    c.insert("max_position_embeddings".into(), json!(max_pos));
+    c.insert("hidden_act".into(), json!("silu"));
+    c.insert(
+        "rms_norm_eps".into(),
+        src.get("rms_norm_eps").cloned().unwrap_or(json!(1e-5)),
+    );
+    c.insert(
+        "rope_theta".into(),
+        src.get("rope_theta")
+            .or_else(|| src.pointer("/rope_parameters/rope_theta"))
+            .cloned()
+            .unwrap_or(json!(10000.0)),
+    );
+    c.insert("tie_word_embeddings".into(), json!(false));
+    c.insert("torch_dtype".into(), json!("float32"));
+    c.insert("initializer_range".into(), json!(0.02));
+    c.insert("attention_dropout".into(), json!(0.0));
+    if model_type == "mistral" {
+        c.insert("sliding_window".into(), Value::Null);
+    }
+    if model_type == "qwen2" {
+        c.insert("use_sliding_window".into(), json!(false));
+    }
+    for (key, named) in [
+        ("bos_token_id", "bos_token"),
+        ("eos_token_id", "eos_token"),
+        ("pad_token_id", "pad_token"),
+    ] {
+        match src.get(key) {
+            Some(v) if !v.is_null() => {
+                c.insert(key.into(), v.clone());
+            }
+            _ => {
+                if let Some(id) = named_id(tokenizer, tokenizer_config, named) {
+                    c.insert(key.into(), json!(id));
+                }
+            }
+        }
+    }
+    c.insert(
+        "chatgate_standin".into(),
+        json!({
+            "source": o.from.file_name().map(|n| n.to_string_lossy().into_owned()),
+            "seed": o.seed,
+            "note": "random weights: every boundary but checkpoint quality (chatgate standin)",
+        }),
+    );
+    Value::Object(c)
+}

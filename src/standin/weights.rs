@@ -1,0 +1,329 @@
+//! Random weights shaped so a stand-in talks like a chat model: greedy replies are printable
+//! words, and some of them end with the template's turn terminator.
+//!
+//! Plain random init makes a tiny model repeat one arbitrary token (often a control token or a
+//! byte) forever: useless for snapshots and for the stop-set checks. So the output head can only
+//! emit a few hundred lowercase word tokens and the turn terminator (every other row is zero),
+//! attention is strong enough that the context changes the next word, and the terminator's row
+//! is scaled by a factor searched at build time until some — not all — of a fixed set of greedy
+//! replies end on it. Everything is drawn from one seeded generator: the same seed gives the
+//! same bytes.
+use std::collections::HashMap;
+
+use candle_core::{DType, Device, Tensor};
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Normal};
+use serde_json::{json, Value};
+
+use super::Options;
+use crate::error::{Error, Result};
+use crate::target::candle::CandleModel;
+use crate::target::GenerateRequest;
+
+/// The dimensions of the stand-in (config.json's).
+#[derive(Debug, Clone)]
+pub struct Shape {
+    pub model_type: String,
+    pub vocab: usize,
+    pub hidden: usize,
+    pub intermediate: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+}
+
+impl Shape {
+    pub fn from_config(c: &Value) -> Shape {
+        let n = |k: &str| c[k].as_u64().unwrap_or(0) as usize;
+        Shape {
+            model_type: c["model_type"].as_str().unwrap_or("llama").to_string(),
+            vocab: n("vocab_size"),
+            hidden: n("hidden_size"),
+            intermediate: n("intermediate_size"),
+            layers: n("num_hidden_layers"),
+            heads: n("num_attention_heads"),
+            kv_heads: n("num_key_value_heads"),
+            head_dim: n("head_dim"),
+        }
+    }
+
+    /// Qwen2 has biases on q, k and v.
+    pub fn qkv_bias(&self) -> bool {
+        self.model_type == "qwen2"
+    }
+}
+
+/// The weights written, and what the search found.
+pub struct Picked {
+    /// HF names → tensors (f32), as in model.safetensors.
+    pub tensors: HashMap<String, Tensor>,
+    pub terminator: Option<(u32, String)>,
+    /// (replies that ended with the terminator, replies tried).
+    pub ending: (usize, usize),
+    pub notes: Vec<String>,
+}
+
+/// Prompts the search replies to; also a fair first smoke test of any stand-in.
+const PROMPTS: &[&str] = &[
+    "Hi!",
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+    "Count from one to five.",
+    "Explain recursion in one sentence.",
+    "Name three colours.",
+    "Say something kind.",
+    "What day comes after Monday?",
+];
+/// Tokens a reply may have before the search counts it as not ending.
+const REPLY_TOKENS: usize = 24;
+/// Scales of the terminator's output row tried, smallest first.
+const SCALES: &[f32] = &[0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0];
+
+pub fn build(o: &Options, shape: &Shape, tokenizer: &tokenizers::Tokenizer) -> Result<Picked> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(o.seed);
+    let words = word_tokens(tokenizer, shape.vocab);
+    if words.len() < 16 {
+        return Err(Error::input(format!(
+            "the tokenizer has only {} plain lowercase word tokens; a stand-in needs at least 16 to write text with",
+            words.len()
+        )));
+    }
+    let mut tensors = body(shape, &mut rng)?;
+    let head = random(&mut rng, &[shape.vocab, shape.hidden], 1.0)?;
+    let mut mask = vec![0f32; shape.vocab];
+    for &w in &words {
+        mask[w as usize] = 1.0;
+    }
+    let masked = head
+        .broadcast_mul(&Tensor::from_vec(mask.clone(), (shape.vocab, 1), &Device::Cpu).map_err(c)?)
+        .map_err(c)?;
+
+    // Write once without a terminator to find it (it needs the tokenizer and template).
+    tensors.insert("lm_head.weight".into(), masked.clone());
+    save(&o.out, &tensors)?;
+    let terminator = turn_terminator(&o.out)?;
+    let Some((term_id, term_text)) = terminator.clone() else {
+        return Ok(Picked {
+            tensors,
+            terminator: None,
+            ending: (0, 0),
+            notes: vec![
+                "no turn terminator found in the template: replies end at max_tokens".into(),
+            ],
+        });
+    };
+    let row = head.get(term_id as usize).map_err(c)?;
+    let mut best: Option<(f32, usize)> = None;
+    for &s in SCALES {
+        let t = with_row(&masked, term_id as usize, &(&row * s as f64).map_err(c)?)?;
+        tensors.insert("lm_head.weight".into(), t);
+        save(&o.out, &tensors)?;
+        let ending = replies_ending(&o.out, term_id)?;
+        let target = PROMPTS.len() / 2;
+        let better = best.is_none_or(|(_, e)| ending.abs_diff(target) < e.abs_diff(target));
+        if better {
+            best = Some((s, ending));
+        }
+        if ending >= 2 && ending <= PROMPTS.len() - 2 {
+            break;
+        }
+    }
+    let (scale, ending) = best.unwrap_or((1.0, 0));
+    let t = with_row(
+        &masked,
+        term_id as usize,
+        &(&row * scale as f64).map_err(c)?,
+    )?;
+    tensors.insert("lm_head.weight".into(), t);
+    save(&o.out, &tensors)?;
+    let mut notes = vec![format!(
+        "{ending} of {} greedy replies to the built-in prompts end with {term_text:?} within {REPLY_TOKENS} tokens (terminator row scaled ×{scale})",
+        PROMPTS.len()
+    )];
+    if ending == 0 {
+        notes.push("no reply ends with the terminator: try another --seed".into());
+    }
+    Ok(Picked {
+        tensors,
+        terminator,
+        ending: (ending, PROMPTS.len()),
+        notes,
+    })
+}
+
+fn c(e: candle_core::Error) -> Error {
+    Error::input(format!("building the stand-in's weights: {e}"))
+}
+
+fn random(rng: &mut rand::rngs::StdRng, dims: &[usize], std: f32) -> Result<Tensor> {
+    let n: usize = dims.iter().product();
+    let normal = Normal::new(0f32, std).map_err(|e| Error::input(e.to_string()))?;
+    let v: Vec<f32> = (0..n).map(|_| normal.sample(rng)).collect();
+    Tensor::from_vec(v, dims, &Device::Cpu).map_err(c)
+}
+
+fn ones(n: usize) -> Result<Tensor> {
+    Tensor::ones(n, DType::F32, &Device::Cpu).map_err(c)
+}
+
+/// Everything but the output head.
+fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<String, Tensor>> {
+    let mut t = HashMap::new();
+    let h = s.hidden;
+    // Attention as strong as the embedding, so the context moves the next word; the MLP weaker.
+    let attn = 1.0 / (h as f32).sqrt();
+    let mlp = 0.5 / (h as f32).sqrt();
+    t.insert(
+        "model.embed_tokens.weight".to_string(),
+        random(rng, &[s.vocab, h], 1.0)?,
+    );
+    for l in 0..s.layers {
+        let p = format!("model.layers.{l}");
+        let q = s.heads * s.head_dim;
+        let kv = s.kv_heads * s.head_dim;
+        t.insert(format!("{p}.input_layernorm.weight"), ones(h)?);
+        t.insert(format!("{p}.post_attention_layernorm.weight"), ones(h)?);
+        t.insert(
+            format!("{p}.self_attn.q_proj.weight"),
+            random(rng, &[q, h], attn * 2.0)?,
+        );
+        t.insert(
+            format!("{p}.self_attn.k_proj.weight"),
+            random(rng, &[kv, h], attn * 2.0)?,
+        );
+        t.insert(
+            format!("{p}.self_attn.v_proj.weight"),
+            random(rng, &[kv, h], attn)?,
+        );
+        t.insert(
+            format!("{p}.self_attn.o_proj.weight"),
+            random(rng, &[h, q], attn)?,
+        );
+        if s.qkv_bias() {
+            t.insert(
+                format!("{p}.self_attn.q_proj.bias"),
+                random(rng, &[q], 0.02)?,
+            );
+            t.insert(
+                format!("{p}.self_attn.k_proj.bias"),
+                random(rng, &[kv], 0.02)?,
+            );
+            t.insert(
+                format!("{p}.self_attn.v_proj.bias"),
+                random(rng, &[kv], 0.02)?,
+            );
+        }
+        t.insert(
+            format!("{p}.mlp.gate_proj.weight"),
+            random(rng, &[s.intermediate, h], mlp)?,
+        );
+        t.insert(
+            format!("{p}.mlp.up_proj.weight"),
+            random(rng, &[s.intermediate, h], mlp)?,
+        );
+        t.insert(
+            format!("{p}.mlp.down_proj.weight"),
+            random(rng, &[h, s.intermediate], mlp)?,
+        );
+    }
+    t.insert("model.norm.weight".to_string(), ones(h)?);
+    // Consume one draw so a later change of the head's size does not shift the body.
+    let _: u32 = rng.random();
+    Ok(t)
+}
+
+/// `m` with row `i` replaced.
+fn with_row(m: &Tensor, i: usize, row: &Tensor) -> Result<Tensor> {
+    let (rows, _) = m.dims2().map_err(c)?;
+    let mut parts = Vec::new();
+    if i > 0 {
+        parts.push(m.narrow(0, 0, i).map_err(c)?);
+    }
+    parts.push(row.unsqueeze(0).map_err(c)?);
+    if i + 1 < rows {
+        parts.push(m.narrow(0, i + 1, rows - i - 1).map_err(c)?);
+    }
+    Tensor::cat(&parts, 0).map_err(c)
+}
+
+fn save(out: &std::path::Path, tensors: &HashMap<String, Tensor>) -> Result<()> {
+    let path = out.join("model.safetensors");
+    // candle writes the file in place; a temporary name and a rename keep it whole.
+    let tmp = out.join(".chatgate-standin-weights.tmp");
+    candle_core::safetensors::save(tensors, &tmp)
+        .map_err(|e| Error::in_file(&path, format!("cannot write: {e}")))?;
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
+}
+
+/// Ids whose text is one plain lowercase word of 2–8 letters, with or without a leading space
+/// (not special or added tokens): what the stand-in writes with.
+fn word_tokens(tokenizer: &tokenizers::Tokenizer, vocab: usize) -> Vec<u32> {
+    let added: std::collections::HashSet<u32> = tokenizer
+        .get_added_tokens_decoder()
+        .keys()
+        .copied()
+        .collect();
+    let mut ids: Vec<u32> = tokenizer
+        .get_vocab(false)
+        .values()
+        .copied()
+        .filter(|&id| (id as usize) < vocab && !added.contains(&id))
+        .filter(|&id| {
+            tokenizer.decode(&[id], false).is_ok_and(|t| {
+                let w = t.strip_prefix(' ').unwrap_or(&t);
+                (2..=8).contains(&w.len()) && w.bytes().all(|b| b.is_ascii_lowercase())
+            })
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.truncate(600);
+    ids
+}
+
+/// The first special token the template writes after an assistant message's content.
+fn turn_terminator(dir: &std::path::Path) -> Result<Option<(u32, String)>> {
+    let m = CandleModel::load(dir)?;
+    let marker = "standinmarker";
+    let chat = [
+        json!({"role": "user", "content": "Hi"}),
+        json!({"role": "assistant", "content": marker}),
+    ];
+    let Ok((text, _)) = m.render_chat(&chat, None, false) else {
+        return Ok(None);
+    };
+    let Some(at) = text.find(marker) else {
+        return Ok(None);
+    };
+    let after = &text[at + marker.len()..];
+    let ids = m.encode(after)?;
+    let added = m.tokenizer().get_added_tokens_decoder();
+    Ok(ids.into_iter().find_map(|id| {
+        added
+            .get(&id)
+            .filter(|t| t.special)
+            .map(|t| (id, t.content.clone()))
+    }))
+}
+
+/// How many greedy replies to `PROMPTS` end with `term` within `REPLY_TOKENS`, after at least
+/// one word.
+fn replies_ending(dir: &std::path::Path, term: u32) -> Result<usize> {
+    let mut m = CandleModel::load(dir)?;
+    let mut n = 0;
+    for p in PROMPTS {
+        let (_, ids) = m.render_chat(&[json!({"role": "user", "content": p})], None, true)?;
+        let req = GenerateRequest {
+            prompt_ids: ids,
+            max_tokens: REPLY_TOKENS,
+            stop_token_ids: vec![term],
+            ignore_eos: true,
+            ..Default::default()
+        };
+        let g = m.generate(&req, &mut |_| true)?;
+        if g.ids.len() > 1 && g.ids.last() == Some(&term) {
+            n += 1;
+        }
+    }
+    Ok(n)
+}

@@ -1,0 +1,258 @@
+//! `chatgate standin` on the real corpus models: deterministic, loadable by candle (HF and
+//! GGUF) and by real llama.cpp (llama-cpp-python), talking in words and sometimes ending a turn,
+//! and — the point of the GGUF — llama.cpp tokenizes the stand-in's text exactly as chatgate's
+//! `llama.cpp` stack profile predicts from the file.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use chatgate::artifacts::ModelDir;
+use chatgate::stack::Stack;
+use chatgate::standin::{build, Built, Options};
+use chatgate::target::candle::CandleModel;
+use chatgate::target::GenerateRequest;
+use serde_json::{json, Value};
+
+/// Corpus models a stand-in is built from (gpt2-xl's architecture is not one yet).
+const FAMILIES: &[&str] = &[
+    "TinyLlama-1.1B-Chat-v1.0",
+    "Mistral-7B-Instruct-v0.3",
+    "Phi-3-mini-4k-instruct",
+    "Qwen2.5-0.5B-Instruct",
+    "SmolLM2-135M-Instruct",
+];
+
+fn corpus(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/models")
+        .join(name)
+}
+
+fn standin(name: &str, out: &Path, seed: u64) -> Built {
+    build(&Options {
+        from: corpus(name),
+        out: out.to_path_buf(),
+        seed,
+        layers: 2,
+        hidden: 64,
+        force: false,
+    })
+    .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn the_same_seed_gives_the_same_bytes_and_another_seed_other_weights() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+        tmp.path().join("c"),
+    );
+    standin("TinyLlama-1.1B-Chat-v1.0", &a, 7);
+    standin("TinyLlama-1.1B-Chat-v1.0", &b, 7);
+    standin("TinyLlama-1.1B-Chat-v1.0", &c, 8);
+    for f in ["model.safetensors", "model.gguf", "config.json"] {
+        assert_eq!(
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(b.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    assert_ne!(
+        std::fs::read(a.join("model.safetensors")).unwrap(),
+        std::fs::read(c.join("model.safetensors")).unwrap()
+    );
+    // The tokenizer and template files are the source's, byte for byte.
+    for f in [
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "generation_config.json",
+    ] {
+        assert_eq!(
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(corpus("TinyLlama-1.1B-Chat-v1.0").join(f)).unwrap(),
+            "{f}"
+        );
+    }
+}
+
+#[test]
+fn an_existing_folder_is_not_overwritten_without_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("keep.txt"), "mine").unwrap();
+    let err = build(&Options {
+        from: corpus("TinyLlama-1.1B-Chat-v1.0"),
+        out: tmp.path().to_path_buf(),
+        seed: 0,
+        layers: 2,
+        hidden: 64,
+        force: false,
+    })
+    .expect_err("a non-empty folder");
+    assert!(err.to_string().contains("not empty"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("keep.txt")).unwrap(),
+        "mine"
+    );
+    let unsupported = build(&Options {
+        from: corpus("gpt2-xl"),
+        out: tmp.path().join("gpt2"),
+        seed: 0,
+        layers: 2,
+        hidden: 64,
+        force: false,
+    })
+    .expect_err("gpt2 is not a stand-in architecture yet");
+    assert!(
+        unsupported.to_string().contains("model_type \"gpt2\""),
+        "{unsupported}"
+    );
+    assert_eq!(unsupported.exit_code(), 2);
+}
+
+/// Every family: the source's architecture kept (or inferred), candle runs the HF directory,
+/// greedy replies are words, some end with the template's terminator, and for llama-architecture
+/// GGUFs candle's run of model.gguf gives the same tokens as the safetensors.
+#[test]
+fn every_family_builds_runs_and_talks() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in FAMILIES {
+        let out = tmp.path().join(name);
+        let built = standin(name, &out, 0);
+        let cfg: Value =
+            serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+        let src_cfg = corpus(name).join("config.json");
+        if src_cfg.is_file() {
+            let src: Value = serde_json::from_slice(&std::fs::read(src_cfg).unwrap()).unwrap();
+            assert_eq!(cfg["model_type"], src["model_type"], "{name}");
+            assert_eq!(cfg["eos_token_id"], src["eos_token_id"], "{name}");
+        }
+        assert!(
+            built.files.contains(&"model.gguf".to_string()),
+            "{name}: {:?}",
+            built.notes
+        );
+        let mut hf = CandleModel::load(&out).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let chat = [json!({"role": "user", "content": "Tell me about the sea."})];
+        // SmolLM2's corpus copy ships no template (tokenizer_config.json is not in it).
+        let ids = match hf.render_chat(&chat, None, true) {
+            Ok((_, ids)) => ids,
+            Err(_) if built.turn_terminator.is_none() => {
+                hf.encode("Tell me about the sea.").unwrap()
+            }
+            Err(e) => panic!("{name}: {e}"),
+        };
+        let req = GenerateRequest {
+            prompt_ids: ids,
+            max_tokens: 12,
+            ignore_eos: true,
+            ..Default::default()
+        };
+        let g = hf.generate(&req, &mut |_| true).unwrap();
+        let words = g.text.split_whitespace().count();
+        assert!(
+            words >= 3 && g.text.chars().all(|c| c.is_ascii_lowercase() || c == ' '),
+            "{name}: not words: {:?}",
+            g.text
+        );
+        if let Some((_, term)) = &built.turn_terminator {
+            let (ending, of) = built.replies_ending;
+            assert!(
+                ending >= 1 && ending < of,
+                "{name}: {ending} of {of} end with {term}"
+            );
+        } else {
+            // Only a source without a chat template has no terminator.
+            assert_eq!(*name, "SmolLM2-135M-Instruct");
+        }
+        if built.gguf_architecture.as_deref() == Some("llama") {
+            let mut gg = CandleModel::load(&out.join("model.gguf"))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let g2 = gg.generate(&req, &mut |_| true).unwrap();
+            assert_eq!(g.ids, g2.ids, "{name}: GGUF and safetensors disagree");
+        }
+    }
+}
+
+/// Probe strings, chat markup of every family, and the stand-in's own rendered chats.
+fn probe_strings() -> Vec<String> {
+    let mut s: Vec<String> = chatgate::chain::probe::corpus(chatgate::chain::probe::PROBE_VERSION)
+        .unwrap()
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+    s.extend(
+        [
+            "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n",
+            "<s>[INST] What is 2+2? [/INST]",
+            "<|user|>\nhi<|end|>\n<|assistant|>\n",
+            "<|system|>\nYou are kind.</s>\n<|user|>\nHello</s>\n<|assistant|>\n",
+            " leading and  double  spaces ",
+            "tabs\tand\nnewlines\n\n",
+        ]
+        .map(String::from),
+    );
+    s
+}
+
+/// llama.cpp (llama-cpp-python's `Llama.tokenize`, special tokens parsed, no BOS) on the
+/// stand-in's GGUF equals chatgate's `llama.cpp` profile on the same file, string by string.
+#[test]
+fn llama_cpp_tokenizes_standins_as_the_llama_cpp_profile_predicts() {
+    let Some(python) = crate::common::llama_server::python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let strings = probe_strings();
+    let script = r#"
+import json, sys
+from llama_cpp import Llama
+m = Llama(model_path=sys.argv[1], vocab_only=True, verbose=False)
+print(json.dumps([m.tokenize(s.encode(), add_bos=False, special=True) for s in json.load(sys.stdin)]))
+"#;
+    let mut mismatches = Vec::new();
+    for name in FAMILIES {
+        let out = tmp.path().join(name);
+        standin(name, &out, 0);
+        let gguf = out.join("model.gguf");
+        let mut child = Command::new(&python)
+            .args(["-c", script])
+            .arg(&gguf)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        serde_json::to_writer(child.stdin.take().unwrap(), &strings).unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let real: Vec<Vec<u32>> = serde_json::from_slice(&o.stdout).unwrap();
+        let model = ModelDir::open(&gguf).unwrap();
+        let feed = chatgate::stack::feed(Stack::LlamaCpp, &model, false)
+            .unwrap()
+            .expect("a llama.cpp feed");
+        for (s, want) in strings.iter().zip(&real) {
+            let got = feed
+                .tokenizer
+                .encode(s.as_str(), false)
+                .unwrap()
+                .get_ids()
+                .to_vec();
+            if &got != want {
+                mismatches.push(format!(
+                    "{name}: {s:?}\n  llama.cpp {want:?}\n  profile   {got:?}"
+                ));
+            }
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} mismatches:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
+}
