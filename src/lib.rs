@@ -6,6 +6,7 @@ pub mod cli;
 pub mod error;
 pub mod files;
 pub mod gate;
+pub mod init;
 pub mod latency;
 pub mod proxy;
 pub mod replay;

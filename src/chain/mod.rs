@@ -259,6 +259,31 @@ fn serving_pipeline(
     }))
 }
 
+/// What `stack` feeds `model` with the model's own template and no suite overrides (a GGUF
+/// stack serves the GGUF's template): how `chatgate init` renders SFT rows.
+pub fn model_pipeline(model: &ModelDir, stack: Stack) -> Result<Option<Pipeline>> {
+    let Some(feed) = crate::stack::feed(stack, model, false)? else {
+        return Ok(None);
+    };
+    let source = match (&feed.template, feed.stack.reads_gguf()) {
+        (Some(t), true) => Some(t.clone()),
+        _ => model.templates.select(false).cloned(),
+    };
+    let Some(source) = source else {
+        return Ok(None);
+    };
+    Ok(Some(Pipeline {
+        template: compile(&source, &model.root)?,
+        origin: source.origin,
+        special: feed.special,
+        tokenizer: feed.tokenizer,
+        add_special_tokens: feed.add_special_tokens,
+        strip_leading: feed.strip_leading,
+        strip_trailing: feed.strip_trailing,
+        config_bos: config_bos(model),
+    }))
+}
+
 fn config_bos(model: &ModelDir) -> Option<u32> {
     model
         .config

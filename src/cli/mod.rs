@@ -3,6 +3,7 @@
 pub mod bench;
 mod check;
 pub mod gate;
+mod init;
 mod inspect;
 pub mod proxy;
 pub mod render;
@@ -138,6 +139,18 @@ The weights are shaped so greedy replies are words and some end with the templat
 chatgate serve target/standins/qwen --port 8000        then gate it like the real model"
     )]
     Standin(standin::StandinArgs),
+    /// Write a working suite for a model: the suite file, replay prompts, SFT golden rows and the lock.
+    #[command(
+        long_about = "Write a suite that gates MODEL beside SUITE.toml: the suite (every key commented), \
+<name>.prompts.jsonl (the SFT file's first user turns, else a built-in set: single and multi-turn, a system prompt \
+when the template takes one, a stop string, a seeded sampled prompt), <name>.sft.jsonl (your trainer's rows when \
+--sft carries input_ids; otherwise rendered the way transformers renders them, and the suite says so), and \
+<name>.lock.json. Then `chatgate gate SUITE.toml --update` records snapshots and the latency baseline, and \
+`chatgate gate SUITE.toml` gates. An existing suite is never overwritten.",
+        after_help = "Examples:\n  chatgate init suites/qwen.toml --model ~/models/Qwen2.5-0.5B-Instruct\n  \
+chatgate init suites/qwen.toml --model ~/models/qwen --target http://127.0.0.1:8000 --sft train.jsonl"
+    )]
+    Init(init::InitArgs),
 }
 
 #[derive(Clone, Copy, Debug, Default, ValueEnum, PartialEq, Eq)]
@@ -256,6 +269,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Reject(a) => snapshots::run_reject(a),
         Command::Proxy(a) => proxy::run(a),
         Command::Standin(a) => standin::run(a),
+        Command::Init(a) => init::run(a),
     };
     match result {
         Ok(code) => code,

@@ -10,6 +10,7 @@ mod check_faults;
 mod cli_errors;
 mod gate_e2e;
 mod http_target;
+mod init_suite;
 mod inspect_cli;
 mod latency_lib;
 mod models_tiny;

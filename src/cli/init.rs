@@ -1,0 +1,66 @@
+//! `chatgate init`: see `crate::init`.
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::Format;
+use crate::error::Result;
+
+#[derive(Args)]
+pub struct InitArgs {
+    /// The suite file to write (its folder gets the prompts, SFT rows and lock beside it).
+    pub suite: PathBuf,
+    /// The model directory (Hugging Face layout) or .gguf file to gate.
+    #[arg(long, value_name = "DIR")]
+    pub model: PathBuf,
+    /// The server's base URL (default: the model in-process).
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+    /// Your SFT data as JSONL: {"messages", "input_ids"?, "assistant_mask"?} per line. Rows with
+    /// input_ids become the golden rows as they are; the first user turns become replay prompts.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub sft: Option<PathBuf>,
+    /// The serving stack (default: detected from the server's routes at gate time).
+    #[arg(long, value_enum)]
+    pub stack: Option<crate::stack::Stack>,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+pub fn run(a: InitArgs) -> Result<i32> {
+    let w = crate::init::init(&crate::init::Options {
+        suite: a.suite,
+        model: a.model,
+        target: a.target,
+        sft: a.sft,
+        stack: a.stack,
+    })?;
+    match a.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&w).unwrap_or_default()),
+        Format::Text => {
+            println!("wrote {}", w.suite.display());
+            println!("  {} ({} prompts)", w.prompts.display(), w.prompt_count);
+            println!(
+                "  {} ({} SFT rows, {})",
+                w.sft.display(),
+                w.sft_rows,
+                w.sft_origin
+            );
+            println!("  {}", w.lock.display());
+            for n in &w.notes {
+                println!("note: {n}");
+            }
+            if w.sft_origin == "rendered" {
+                println!(
+                    "hint: the SFT rows were rendered by chatgate, not captured from your trainer; capture real ones with TRL's \
+apply_chat_template(messages, tokenize=True, return_dict=True) and rerun with --sft FILE"
+                );
+            }
+            println!(
+                "next: chatgate gate {} --update   (then review and commit what it recorded)",
+                w.suite.display()
+            );
+        }
+    }
+    Ok(0)
+}

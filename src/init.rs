@@ -1,0 +1,437 @@
+//! `chatgate init`: from "my model directory" to a suite that passes, without writing the suite,
+//! the prompts or the SFT golden rows by hand.
+//!
+//! Beside SUITE.toml it writes the suite (every key commented), `<name>.prompts.jsonl`,
+//! `<name>.sft.jsonl` and `<name>.lock.json`. The golden rows come from the user's trainer when
+//! `--sft` carries `input_ids`; otherwise chatgate renders them the way transformers (the
+//! trainer's stack) would and the suite says so — they then prove the serving stack matches
+//! transformers, not that it matches the trainer. Nothing that exists is overwritten.
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::artifacts::ModelDir;
+use crate::error::{Error, Result};
+use crate::stack::Stack;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub suite: PathBuf,
+    pub model: PathBuf,
+    pub target: Option<String>,
+    pub sft: Option<PathBuf>,
+    pub stack: Option<Stack>,
+}
+
+/// What was written.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Written {
+    pub suite: PathBuf,
+    pub prompts: PathBuf,
+    pub sft: PathBuf,
+    pub lock: PathBuf,
+    /// "captured" (from --sft's input_ids) or "rendered" (by chatgate).
+    pub sft_origin: String,
+    pub prompt_count: usize,
+    pub sft_rows: usize,
+    pub notes: Vec<String>,
+}
+
+/// SFT rows rendered without `--sft`: short chats of the shapes a chat model is trained on.
+fn builtin_conversations(system: bool) -> Vec<Value> {
+    let mut out = vec![
+        json!([{"role": "user", "content": "What is the capital of France?"},
+               {"role": "assistant", "content": "The capital of France is Paris."}]),
+        json!([{"role": "user", "content": "Name a colour."},
+               {"role": "assistant", "content": "Blue."},
+               {"role": "user", "content": "Another one?"},
+               {"role": "assistant", "content": "Green."}]),
+        json!([{"role": "user", "content": "Write a haiku about the sea."},
+               {"role": "assistant", "content": "Waves fold into foam,\nsalt wind carries gull voices,\nthe tide keeps its time."}]),
+        json!([{"role": "user", "content": "Hi!"},
+               {"role": "assistant", "content": "Hello! How can I help you today?"}]),
+    ];
+    if system {
+        out.push(json!([{"role": "system", "content": "You answer in one short sentence."},
+                        {"role": "user", "content": "Why is the sky blue?"},
+                        {"role": "assistant", "content": "Air scatters blue light more than red."}]));
+    }
+    out
+}
+
+/// Replay prompts without `--sft`: single and multi-turn, a system prompt when the template
+/// takes one, a stop string, and a seeded sampled prompt.
+fn builtin_prompts(system: bool) -> Vec<Value> {
+    let mut out = vec![
+        json!({"id": "greeting", "prompt": "Hi! Who are you?", "tags": ["single-turn"]}),
+        json!({"id": "capital", "prompt": "What is the capital of France?", "tags": ["single-turn"]}),
+        json!({"id": "multi-turn", "messages": [
+            {"role": "user", "content": "Name a colour."},
+            {"role": "assistant", "content": "Blue."},
+            {"role": "user", "content": "Another one?"}], "tags": ["multi-turn"]}),
+        json!({"id": "stop-string", "prompt": "Count from one to ten, in words.", "stop": ["five"], "tags": ["stop"]}),
+        json!({"id": "sampled", "prompt": "Write a short poem about rain.", "temperature": 0.8, "seed": 7, "tags": ["sampled"]}),
+    ];
+    if system {
+        out.push(json!({"id": "system-prompt", "messages": [
+            {"role": "system", "content": "You answer in one short sentence."},
+            {"role": "user", "content": "Why is the sky blue?"}], "tags": ["system"]}));
+    }
+    out
+}
+
+pub fn init(o: &Options) -> Result<Written> {
+    let suite = &o.suite;
+    if suite.extension().is_none_or(|e| e != "toml") {
+        return Err(Error::in_file(suite, "is not a .toml path")
+            .hint("name the suite file, e.g. suites/my-model.toml"));
+    }
+    let name = suite
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .filter(|s| crate::replay::prompts::valid_id(s))
+        .ok_or_else(|| {
+            Error::in_file(suite, "the file name must be letters, digits, '-', '_' or '.' (it names the suite's folders)")
+        })?
+        .to_string();
+    let dir = match suite.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let prompts_path = dir.join(format!("{name}.prompts.jsonl"));
+    let sft_path = dir.join(format!("{name}.sft.jsonl"));
+    let lock_path = dir.join(format!("{name}.lock.json"));
+    for p in [suite, &prompts_path, &sft_path, &lock_path] {
+        if p.exists() {
+            return Err(Error::in_file(
+                p,
+                "already exists; chatgate init never overwrites a suite",
+            )
+            .hint("choose another suite name, or remove the old suite's files first"));
+        }
+    }
+    let model = ModelDir::open(&o.model)?;
+    // The trainer's side: transformers for a Hugging Face directory, llama.cpp for a lone GGUF.
+    let sft_stack = if model.root.is_dir() {
+        Stack::Transformers
+    } else {
+        Stack::LlamaCpp
+    };
+    let pipeline = crate::chain::model_pipeline(&model, sft_stack)?.ok_or_else(|| {
+        Error::in_file(&o.model, "has no tokenizer and chat template to render a chat with")
+            .hint("a chat model directory ships tokenizer.json and a chat template (chat_template.jinja or tokenizer_config.json)")
+    })?;
+    let system = takes_system(&pipeline);
+    let mut notes = Vec::new();
+    if !system {
+        notes.push(
+            "the template rejects or drops a system message: no system prompt in the prompts"
+                .into(),
+        );
+    }
+
+    let (sft_rows, sft_origin, sft_prompts) = sft_rows(o, &pipeline, system, &mut notes)?;
+    let prompts = if sft_prompts.is_empty() {
+        builtin_prompts(system)
+    } else {
+        sft_prompts
+    };
+
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let jsonl = |rows: &[Value]| {
+        rows.iter()
+            .map(|r| r.to_string() + "\n")
+            .collect::<String>()
+    };
+    crate::files::write_atomic(&prompts_path, jsonl(&prompts).as_bytes())?;
+    crate::files::write_atomic(&sft_path, jsonl(&sft_rows).as_bytes())?;
+    let model_rel = relative(&dir, &o.model);
+    let text = suite_text(&name, &model_rel, &model, o, &sft_origin);
+    crate::files::write_atomic(suite, text.as_bytes())?;
+
+    // The lock pins what the suite serves now.
+    let loaded = crate::suite::Suite::load(suite)?;
+    let template = crate::chain::serving_template(&loaded, &model)?;
+    crate::chain::lock::Lock::of(&model, template.as_ref())?.write(&lock_path)?;
+    Ok(Written {
+        suite: suite.clone(),
+        prompts: prompts_path,
+        sft: sft_path,
+        lock: lock_path,
+        sft_origin,
+        prompt_count: prompts.len(),
+        sft_rows: sft_rows.len(),
+        notes,
+    })
+}
+
+/// The template renders a system message's content (it neither raises nor drops it).
+fn takes_system(p: &crate::chain::Pipeline) -> bool {
+    let marker = "chatgate-system-marker";
+    let msgs = [
+        json!({"role": "system", "content": marker}),
+        json!({"role": "user", "content": "Hi"}),
+    ];
+    p.render(&msgs, None, true)
+        .is_ok_and(|r| r.text.contains(marker))
+}
+
+/// The golden rows, where they came from, and replay prompts taken from them.
+fn sft_rows(
+    o: &Options,
+    p: &crate::chain::Pipeline,
+    system: bool,
+    notes: &mut Vec<String>,
+) -> Result<(Vec<Value>, String, Vec<Value>)> {
+    let Some(path) = &o.sft else {
+        let rows = builtin_conversations(system)
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| render_row(p, &format!("chat-{}", i + 1), &m, None))
+            .collect::<Result<Vec<_>>>()?;
+        return Ok((rows, "rendered".into(), vec![]));
+    };
+    let text = crate::error::read_to_string(path)?;
+    let mut rows = Vec::new();
+    let mut prompts = Vec::new();
+    let mut captured = true;
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let v: Value = serde_json::from_str(line)
+            .map_err(|e| Error::in_file(path, format!("line {}: not JSON: {e}", i + 1)))?;
+        let messages = v["messages"].as_array().cloned().ok_or_else(|| {
+            Error::in_file(path, format!("line {}: no \"messages\" list", i + 1)).hint(
+                "each line is {\"messages\": [...], \"input_ids\": [...]} (input_ids optional)",
+            )
+        })?;
+        let id = v["id"]
+            .as_str()
+            .map_or_else(|| format!("sft-{}", i + 1), str::to_string);
+        let tools = v["tools"].as_array().cloned();
+        let row = match v["input_ids"].as_array() {
+            Some(ids) => {
+                let mut r = json!({"id": id, "messages": messages, "input_ids": ids});
+                if let Some(m) = v.get("assistant_mask").filter(|m| m.is_array()) {
+                    r["assistant_mask"] = m.clone();
+                }
+                if let Some(t) = &tools {
+                    r["tools"] = json!(t);
+                }
+                r
+            }
+            None => {
+                captured = false;
+                render_row(p, &id, &Value::Array(messages.clone()), tools.as_deref())?
+            }
+        };
+        rows.push(row);
+        if prompts.len() < 8 {
+            if let Some(upto) = messages.iter().position(|m| m["role"] == "user") {
+                prompts
+                    .push(json!({"id": format!("sft-{}", i + 1), "messages": messages[..=upto]}));
+            }
+        }
+        if rows.len() >= 10_000 {
+            notes.push("the SFT file has more than 10,000 rows: the first 10,000 are used".into());
+            break;
+        }
+    }
+    if rows.is_empty() {
+        return Err(Error::in_file(path, "has no rows"));
+    }
+    let origin = if captured { "captured" } else { "rendered" };
+    if !captured {
+        notes.push(format!(
+            "{}: rows without input_ids were rendered by chatgate",
+            path.display()
+        ));
+    }
+    Ok((rows, origin.into(), prompts))
+}
+
+fn render_row(
+    p: &crate::chain::Pipeline,
+    id: &str,
+    messages: &Value,
+    tools: Option<&[Value]>,
+) -> Result<Value> {
+    let msgs = messages.as_array().cloned().unwrap_or_default();
+    let r = p
+        .render(&msgs, tools, false)
+        .map_err(|e| Error::input(format!("the chat template fails on conversation {id}: {e}")))?;
+    let ids = p.ids(&r.text)?;
+    let mut row = json!({"id": id, "messages": msgs, "input_ids": ids});
+    if let Some(t) = tools {
+        row["tools"] = json!(t);
+    }
+    Ok(row)
+}
+
+/// `to` relative to `from` (both made absolute), for paths written into the suite.
+fn relative(from: &Path, to: &Path) -> String {
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (from, to) = (abs(from), abs(to));
+    let f: Vec<Component> = from.components().collect();
+    let t: Vec<Component> = to.components().collect();
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    if common == 0 {
+        return to.display().to_string();
+    }
+    let mut out = PathBuf::new();
+    for _ in common..f.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c);
+    }
+    let s = out.display().to_string();
+    if s.is_empty() {
+        ".".into()
+    } else {
+        s
+    }
+}
+
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+fn suite_text(
+    name: &str,
+    model_rel: &str,
+    model: &ModelDir,
+    o: &Options,
+    sft_origin: &str,
+) -> String {
+    let mut t = format!(
+        "# chatgate suite for {model_rel}, written by `chatgate init`. Paths are relative to this file.\n\
+         # Accept the first snapshots and latency baseline, then gate:\n\
+         #   chatgate gate {name}.toml --update    (review what it records)\n\
+         #   chatgate gate {name}.toml\n\
+         # Every key is documented in chatgate's suites/example.toml.\n\
+         name = {}\n\n\
+         [model]\n\
+         # The model directory (Hugging Face layout) or .gguf file the server serves.\n\
+         dir = {}\n\
+         # Whether the server adds the tokenizer's special tokens to the rendered prompt (false for\n\
+         # chat endpoints of vLLM, SGLang, TGI; llama.cpp stacks decide for themselves).\n\
+         add_special_tokens = false\n\n\
+         [sft]\n",
+        toml_str(name),
+        toml_str(model_rel),
+    );
+    if sft_origin == "captured" {
+        t.push_str("# The ids your training pipeline produced (from --sft): the serving stack must feed the same.\n");
+    } else {
+        t.push_str(
+            "# RENDERED BY CHATGATE, NOT CAPTURED FROM YOUR TRAINER: these ids are what transformers'\n\
+             # apply_chat_template gives for the model's own template, so template.parity proves the\n\
+             # serving stack matches transformers, not your SFT data. Capture real rows from your trainer\n\
+             # (TRL: apply_chat_template(messages, tokenize=True, return_dict=True,\n\
+             # return_assistant_tokens_mask=True)), one {\"messages\", \"input_ids\", \"assistant_mask\"} per line,\n\
+             # and rerun `chatgate init --sft FILE` or replace this file.\n",
+        );
+    }
+    t.push_str(&format!(
+        "golden = {}\n\n",
+        toml_str(&format!("{name}.sft.jsonl"))
+    ));
+    t.push_str(&generation_section(model));
+    t.push_str(&format!(
+        "[lock]\n# Pins the weights, tokenizer and template; `chatgate lock {name}.toml --update` accepts a change.\n\
+         path = {}\n\n",
+        toml_str(&format!("{name}.lock.json"))
+    ));
+    t.push_str("[target]\n");
+    match &o.target {
+        Some(url) => t.push_str(&format!(
+            "# The server under test (--target on the command line overrides it).\nurl = {}\n",
+            toml_str(url)
+        )),
+        None => t.push_str(
+            "# No url: the model runs in-process (candle). Point it at a server with\n\
+             # url = \"http://127.0.0.1:8000\" or `chatgate gate --target URL`.\n",
+        ),
+    }
+    let served = Path::new(model_rel)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| name.to_string());
+    t.push_str(&format!(
+        "# The `model` field of every request.\nmodel = {}\n",
+        toml_str(&served)
+    ));
+    match o.stack {
+        Some(s) => t.push_str(&format!(
+            "# The serving stack whose ids chatgate predicts.\nstack = {}\n",
+            toml_str(&s.to_string())
+        )),
+        None => t.push_str(
+            "# The serving stack (transformers, tokenizers, llama.cpp, llama-cpp-python): detected from the\n\
+             # server's routes when unset.\n# stack = \"transformers\"\n",
+        ),
+    }
+    if o.stack == Some(Stack::LlamaCppPython) {
+        t.push_str("# llama-cpp-python's default repeat_penalty is 1.1: temperature 0 is not argmax without this.\nextra_body = { repeat_penalty = 1.0 }\n");
+    }
+    t.push_str("# connect_timeout_s = 5.0\n# read_timeout_s = 30.0\n# total_timeout_s = 120.0\n\n");
+    if o.target.is_some() {
+        t.push_str(&format!(
+            "[reference]\n# The checkpoint the server should serve, run locally for the behavioural fingerprint.\nmodel = {}\n\n",
+            toml_str(model_rel)
+        ));
+    }
+    t.push_str(&format!(
+        "[server]\n# Online probes (defaults shown).\n# probes = 4\n# repeats = 3\n# concurrency = 2\n# max_tokens = 24\n\n\
+         [replay]\n# Prompts replayed against reviewed snapshots.\nprompts = {}\nsnapshots = {}\n\
+         # comparator = \"exact\"\n# max_tokens = 48\n\n\
+         [latency]\n# Closed-loop latency against the baseline recorded by --update.\nrepeats = 3\nconcurrency = 1\nwarmup = 1\n\
+         # tolerance = 1.0\n# min_regression_ms = {{ ttft = 50, tpot = 10, e2el = 100 }}\n",
+        toml_str(&format!("{name}.prompts.jsonl")),
+        toml_str(&format!("snapshots/{name}")),
+    ));
+    t
+}
+
+/// `[generation]`: the sampling defaults the model's generation_config.json carries now.
+fn generation_section(model: &ModelDir) -> String {
+    let mut t = String::from(
+        "[generation]\n# The sampling defaults the serving files must keep carrying (servers apply them silently).\n",
+    );
+    let Some(g) = &model.generation_config else {
+        t.push_str("# (the model ships no generation_config.json)\n# temperature = 0.7\n\n");
+        return t;
+    };
+    let mut any = false;
+    if let Some(v) = g.do_sample {
+        t.push_str(&format!("do_sample = {v}\n"));
+        any = true;
+    }
+    for (k, v) in [
+        ("temperature", g.temperature),
+        ("top_p", g.top_p),
+        ("min_p", g.min_p),
+        ("repetition_penalty", g.repetition_penalty),
+    ] {
+        if let Some(v) = v {
+            t.push_str(&format!("{k} = {}\n", toml::Value::Float(v)));
+            any = true;
+        }
+    }
+    if let Some(k) = g.top_k {
+        t.push_str(&format!("top_k = {k}\n"));
+        any = true;
+    }
+    if let Some(m) = g.max_new_tokens {
+        t.push_str(&format!("max_new_tokens = {m}\n"));
+        any = true;
+    }
+    if !any {
+        t.push_str("# (generation_config.json sets no sampling defaults)\n");
+    }
+    t.push('\n');
+    t
+}
