@@ -560,10 +560,12 @@ pub fn chat_logprobs(steps: &[TokenStep], tokens: &dyn TokenStrings) -> Vec<Valu
                 .iter()
                 .map(|(id, l)| {
                     let t = tokens.token_str(*id);
-                    json!({"token": t, "logprob": lp(*l), "bytes": t.as_bytes()})
+                    json!({"id": id, "token": t, "logprob": lp(*l), "bytes": t.as_bytes()})
                 })
                 .collect();
-            json!({"token": tok, "logprob": lp(s.logprob), "bytes": tok.as_bytes(), "top_logprobs": top})
+            // `id` as llama-server sends it: a token's text alone does not name it (a
+            // SentencePiece `▁con` and `con` both decode to "con").
+            json!({"id": s.id, "token": tok, "logprob": lp(s.logprob), "bytes": tok.as_bytes(), "top_logprobs": top})
         })
         .collect()
 }

@@ -8,6 +8,7 @@ mod artifacts_models;
 mod catch_matrix;
 mod check_faults;
 mod cli_errors;
+mod family_matrix;
 mod gate_e2e;
 mod http_target;
 mod init_suite;

@@ -350,24 +350,36 @@ pub fn reply_ids(rec: &Record, online: &Online) -> Option<Vec<u32>> {
 /// (GPT-2) spelling for a byte-level tokenizer, or its SentencePiece spelling (`▁` for spaces,
 /// `<0xNN>` for a byte) otherwise. Trying both spellings on one vocabulary would be wrong: a
 /// SentencePiece vocabulary may hold `ď` as a piece, which byte-level spelling makes of 0x0F.
+///
+/// A SentencePiece text without a leading space is ambiguous when the vocabulary also has the
+/// word-start piece (`con` and `▁con`): servers that decode one token alone (the decoder drops a
+/// leading space) report both as "con". Then there is no id (the probe is unconfirmed) rather
+/// than a guess that would make the reference look like another checkpoint.
 pub fn vocab_id(tok: &tokenizers::Tokenizer, token: &str) -> Option<u32> {
-    if let Some(id) = tok.token_to_id(token) {
-        return Some(id);
-    }
     let byte_level = tok
         .get_decoder()
         .and_then(|d| serde_json::to_string(d).ok())
         .is_some_and(|d| d.contains("\"ByteLevel\""));
     if byte_level {
+        if let Some(id) = tok.token_to_id(token) {
+            return Some(id);
+        }
         let spelled: String = token.bytes().map(byte_to_unicode).collect();
         return tok.token_to_id(&spelled);
     }
-    if let Some(id) = tok.token_to_id(&token.replace(' ', "\u{2581}")) {
-        return Some(id);
-    }
-    match token.as_bytes() {
-        [b] => tok.token_to_id(&format!("<0x{b:02X}>")),
-        _ => None,
+    let spelled = token.replace(' ', "\u{2581}");
+    let found = tok.token_to_id(token).or_else(|| tok.token_to_id(&spelled));
+    let word_start = (!token.starts_with(' ') && !token.is_empty())
+        .then(|| tok.token_to_id(&format!("\u{2581}{spelled}")))
+        .flatten();
+    match (found, word_start) {
+        (Some(a), Some(b)) if a != b => None,
+        (Some(a), _) => Some(a),
+        (None, Some(b)) => Some(b),
+        (None, None) => match token.as_bytes() {
+            [b] => tok.token_to_id(&format!("<0x{b:02X}>")),
+            _ => None,
+        },
     }
 }
 
@@ -416,8 +428,21 @@ mod vocab_id_tests {
             *seen.entry(t.as_str()).or_default() += 1;
         }
         let mut checked = 0;
+        let byte_level = tok
+            .get_decoder()
+            .and_then(|d| serde_json::to_string(d).ok())
+            .is_some_and(|d| d.contains("\"ByteLevel\""));
         for (id, text) in &texts {
             if seen[text.as_str()] > 1 || text.contains('\u{fffd}') || text.is_empty() {
+                continue;
+            }
+            // A SentencePiece continuation piece whose word-start twin exists is ambiguous.
+            let twin = format!("\u{2581}{}", text.replace(' ', "\u{2581}"));
+            if !byte_level
+                && !text.starts_with(' ')
+                && tok.token_to_id(&twin).is_some_and(|t| t != *id)
+            {
+                assert_eq!(vocab_id(tok, text), None, "{text:?} is ambiguous");
                 continue;
             }
             assert_eq!(vocab_id(tok, text), Some(*id), "{text:?}");
