@@ -247,16 +247,7 @@ fn serving_pipeline(
     let Some(source) = source else {
         return Ok(None);
     };
-    Ok(Some(Pipeline {
-        template: compile(&source, &model.root)?,
-        origin: source.origin,
-        special: feed.special,
-        tokenizer: feed.tokenizer,
-        add_special_tokens: feed.add_special_tokens,
-        strip_leading: feed.strip_leading,
-        strip_trailing: feed.strip_trailing,
-        config_bos: config_bos(model),
-    }))
+    pipeline(feed, source, model).map(Some)
 }
 
 /// What `stack` feeds `model` with the model's own template and no suite overrides (a GGUF
@@ -272,7 +263,16 @@ pub fn model_pipeline(model: &ModelDir, stack: Stack) -> Result<Option<Pipeline>
     let Some(source) = source else {
         return Ok(None);
     };
-    Ok(Some(Pipeline {
+    pipeline(feed, source, model).map(Some)
+}
+
+/// A feed's tokenizer and special tokens with the template it serves.
+fn pipeline(
+    feed: crate::stack::Feed,
+    source: TemplateSource,
+    model: &ModelDir,
+) -> Result<Pipeline> {
+    Ok(Pipeline {
         template: compile(&source, &model.root)?,
         origin: source.origin,
         special: feed.special,
@@ -281,7 +281,7 @@ pub fn model_pipeline(model: &ModelDir, stack: Stack) -> Result<Option<Pipeline>
         strip_leading: feed.strip_leading,
         strip_trailing: feed.strip_trailing,
         config_bos: config_bos(model),
-    }))
+    })
 }
 
 fn config_bos(model: &ModelDir) -> Option<u32> {

@@ -107,7 +107,7 @@ pub fn write(
         meta.extend(gpt2_vocab(&tj, tokenizer_config, shape.vocab, &pre)?);
         ("gpt2".to_string(), pre)
     };
-    meta.extend(special_vocab(&tj, tokenizer_config, config, sentencepiece));
+    meta.extend(special_vocab(&tj, tokenizer_config, config));
     meta.extend(chat_template(out, tokenizer_config));
     let qt = gguf_tensors(tensors, shape, architecture == "llama").map_err(|e| e.to_string())?;
     let meta_refs: Vec<(&str, &gguf_file::Value)> =
@@ -379,7 +379,7 @@ fn token_text(v: &Value) -> Option<&str> {
 /// `SpecialVocab`: add_bos/add_eos from tokenizer.json's post-processor, overridden by
 /// tokenizer_config's booleans; ids from tokenizer_config's tokens (looked up among
 /// tokenizer.json's added tokens), then config.json's `*_token_id` for the rest.
-fn special_vocab(tj: &Value, tc: Option<&Value>, config: &Value, sentencepiece: bool) -> Meta {
+fn special_vocab(tj: &Value, tc: Option<&Value>, config: &Value) -> Meta {
     use gguf_file::Value as V;
     let mut m = Meta::new();
     let named = |typ: &str| {
@@ -415,7 +415,6 @@ fn special_vocab(tj: &Value, tc: Option<&Value>, config: &Value, sentencepiece: 
             m.push((key.into(), V::U32(id as u32)));
         }
     }
-    let _ = sentencepiece;
     if let Some(b) = add_bos {
         m.push(("tokenizer.ggml.add_bos_token".into(), V::Bool(b)));
     }

@@ -48,19 +48,7 @@ const FAMILIES: &[(&str, &str, Option<&str>)] = &[
     ),
 ];
 
-fn chatgate(args: &[&str], cwd: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_chatgate"))
-        .args(args)
-        .current_dir(cwd)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("chatgate runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::common::cli::chatgate_in as chatgate;
 
 /// The source directory: the corpus model, with a corpus template in place of its own.
 fn source(tmp: &Path, model: &str, template: Option<&str>) -> PathBuf {

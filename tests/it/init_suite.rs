@@ -1,28 +1,28 @@
 //! `chatgate init` → `gate --update` → `gate` passes, on stand-ins of real model families and on
 //! the trained tiny-chat with its captured SFT rows; an existing suite is never overwritten.
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
-fn chatgate(args: &[&str], cwd: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_chatgate"))
-        .args(args)
-        .current_dir(cwd)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("chatgate runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::common::cli::chatgate_in as chatgate;
 
 fn corpus(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/corpus/models")
         .join(name)
+}
+
+/// A seed-0 stand-in of a corpus model at `out`.
+fn standin(name: &str, out: &Path) {
+    chatgate::standin::build(&chatgate::standin::Options {
+        from: corpus(name),
+        out: out.to_path_buf(),
+        seed: 0,
+        layers: 2,
+        hidden: 64,
+        force: false,
+    })
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
 }
 
 fn errors(report: &Value) -> Vec<String> {
@@ -78,15 +78,7 @@ fn init_then_gate_passes_on_standins_of_every_family() {
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let model = tmp.path().join("model");
-        chatgate::standin::build(&chatgate::standin::Options {
-            from: corpus(name),
-            out: model.clone(),
-            seed: 0,
-            layers: 2,
-            hidden: 64,
-            force: false,
-        })
-        .unwrap();
+        standin(name, &model);
         let suite_dir = tmp.path().join("suites");
         std::fs::create_dir(&suite_dir).unwrap();
         let report = init_and_gate(&suite_dir, &model, &[]);
@@ -167,15 +159,7 @@ fn an_existing_suite_is_never_overwritten() {
 fn a_standin_keeps_its_sources_missing_generation_config_and_the_gate_names_it() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tmp.path().join("model");
-    chatgate::standin::build(&chatgate::standin::Options {
-        from: corpus("Phi-3-mini-4k-instruct"),
-        out: model.clone(),
-        seed: 0,
-        layers: 2,
-        hidden: 64,
-        force: false,
-    })
-    .unwrap();
+    standin("Phi-3-mini-4k-instruct", &model);
     assert!(!model.join("generation_config.json").exists());
     let (code, out, err) = chatgate(
         &["init", "suite.toml", "--model", model.to_str().unwrap()],

@@ -1,4 +1,5 @@
 //! Helpers the integration tests share.
+pub mod cli;
 pub mod gate_workspace;
 pub mod gguf_writer;
 pub mod llama_server;
