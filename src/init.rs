@@ -21,6 +21,9 @@ pub struct Options {
     pub target: Option<String>,
     pub sft: Option<PathBuf>,
     pub stack: Option<Stack>,
+    /// The name the server serves the model under (`GET /v1/models`, asked by the CLI), when
+    /// it lists exactly one.
+    pub served_model: Option<String>,
 }
 
 /// What was written.
@@ -356,12 +359,9 @@ fn suite_text(
              # url = \"http://127.0.0.1:8000\" or `chatgate gate --target URL`.\n",
         ),
     }
-    let served = Path::new(model_rel)
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| name.to_string());
+    let (served, why) = served_model_name(o, model_rel, name);
     t.push_str(&format!(
-        "# The `model` field of every request.\nmodel = {}\n",
+        "# The `model` field of every request ({why}).\nmodel = {}\n",
         toml_str(&served)
     ));
     match o.stack {
@@ -397,6 +397,27 @@ fn suite_text(
 }
 
 /// `[generation]`: the sampling defaults the model's generation_config.json carries now.
+/// The `model` field requests carry, and where it came from. A server names what it serves:
+/// the one id its `/v1/models` lists; else the model path as given, which is what vLLM and
+/// `transformers serve` answer to when started on a local folder (and what they match exactly:
+/// `transformers serve DIR` refuses any other name with a 400); in-process, the folder's name.
+fn served_model_name(o: &Options, model_rel: &str, suite: &str) -> (String, &'static str) {
+    if let Some(m) = &o.served_model {
+        return (m.clone(), "the model the server lists at /v1/models");
+    }
+    if o.target.is_some() {
+        return (
+            o.model.to_string_lossy().into_owned(),
+            "the server lists none at /v1/models: vLLM and `transformers serve` name a local model by the path it was started with; use the server's --served-model-name if it has one",
+        );
+    }
+    let stem = Path::new(model_rel)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| suite.to_string());
+    (stem, "the in-process model answers to any name")
+}
+
 fn generation_section(model: &ModelDir) -> String {
     let mut t = String::from(
         "[generation]\n# The sampling defaults the serving files must keep carrying (servers apply them silently).\n",

@@ -1,15 +1,12 @@
-//! Boundary 1, the checkpoint: are these the weights we trained, and does config.json fit
-//! the tokenizer?
+//! Boundary 1, the checkpoint: are these the weights we trained?
 use super::lock::short;
 use super::{Boundary::Checkpoint, Context, Finding, Severity};
-use crate::artifacts::ModelDir;
 use crate::error::Result;
 
 pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
     let mut out = vec![presence(ctx)];
     out.extend(shards(ctx));
     out.push(weights_vs_lock(ctx)?);
-    out.extend(vocab_size(&ctx.model));
     Ok(out)
 }
 
@@ -108,33 +105,4 @@ fn weights_vs_lock(ctx: &Context) -> Result<Finding> {
         f = f.with("changed", line);
     }
     Ok(f)
-}
-
-/// config.json vocab_size vs the tokenizer's size (added tokens included).
-pub fn vocab_size(model: &ModelDir) -> Option<Finding> {
-    const ID: &str = "checkpoint.vocab-size";
-    let config = model.config.as_ref()?;
-    let tok = model.tokenizer.as_ref()?;
-    let declared = config.vocab_size?;
-    let tok_size = tok.vocab_size as u64;
-    Some(if tok_size > declared {
-        Finding::new(Checkpoint, ID, Severity::Error, "the tokenizer has more tokens than the model's embedding: some ids index past the embedding table")
-            .with("config.json vocab_size", declared)
-            .with("tokenizer size", tok_size)
-    } else if tok_size < declared {
-        Finding::new(
-            Checkpoint,
-            ID,
-            Severity::Info,
-            "the embedding is larger than the tokenizer (padding rows are common)",
-        )
-        .with("config.json vocab_size", declared)
-        .with("tokenizer size", tok_size)
-    } else {
-        Finding::pass(
-            Checkpoint,
-            ID,
-            format!("config.json vocab_size = tokenizer size = {declared}"),
-        )
-    })
 }

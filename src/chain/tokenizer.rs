@@ -25,6 +25,7 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
     let mut out = Vec::new();
     out.extend(vs_lock(ctx, &tok.tokenizer, &tok.sha256)?);
     out.push(round_trip(&tok.tokenizer)?);
+    out.extend(vocab_size(&ctx.model));
     out.extend(special_tokens(&ctx.model));
     out.push(stack(ctx));
     out.extend(golden_reencode(ctx, &tok.tokenizer)?);
@@ -369,4 +370,35 @@ fn golden_reencode(ctx: &Context, raw: &Tokenizer) -> Result<Vec<Finding>> {
         "re-encoded",
         show_tokens(tok, &got[lo..(at + 3).min(got.len())]),
     )])
+}
+
+/// config.json vocab_size vs the tokenizer's size (added tokens included). A tokenizer with more
+/// tokens than the embedding is the tokenizer's fault: a swapped checkpoint is caught earlier,
+/// by its hash and fingerprint, while these weights still match the lock.
+pub fn vocab_size(model: &ModelDir) -> Option<Finding> {
+    const ID: &str = "tokenizer.vocab-size";
+    let config = model.config.as_ref()?;
+    let tok = model.tokenizer.as_ref()?;
+    let declared = config.vocab_size?;
+    let tok_size = tok.vocab_size as u64;
+    Some(if tok_size > declared {
+        Finding::new(Tok, ID, Severity::Error, "the tokenizer has more tokens than the model's embedding: some ids index past the embedding table")
+            .with("config.json vocab_size", declared)
+            .with("tokenizer size", tok_size)
+    } else if tok_size < declared {
+        Finding::new(
+            Tok,
+            ID,
+            Severity::Info,
+            "the embedding is larger than the tokenizer (padding rows are common)",
+        )
+        .with("config.json vocab_size", declared)
+        .with("tokenizer size", tok_size)
+    } else {
+        Finding::pass(
+            Tok,
+            ID,
+            format!("config.json vocab_size = tokenizer size = {declared}"),
+        )
+    })
 }

@@ -28,12 +28,17 @@ pub struct InitArgs {
 }
 
 pub fn run(a: InitArgs) -> Result<i32> {
+    let served_model = match &a.target {
+        Some(url) => served_model(url)?,
+        None => None,
+    };
     let w = crate::init::init(&crate::init::Options {
         suite: a.suite,
         model: a.model,
         target: a.target,
         sft: a.sft,
         stack: a.stack,
+        served_model,
     })?;
     match a.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&w).unwrap_or_default()),
@@ -63,4 +68,40 @@ apply_chat_template(messages, tokenize=True, return_dict=True) and rerun with --
         }
     }
     Ok(0)
+}
+
+/// The model id the server lists at `GET /v1/models`, when it lists exactly one. A server that
+/// does not answer is unreachable (exit 3): a suite written against it could not be checked.
+fn served_model(url: &str) -> Result<Option<String>> {
+    use std::time::Duration;
+    let target = crate::target::openai::HttpTarget::new(crate::target::openai::HttpOptions {
+        base_url: url.to_string(),
+        connect_timeout: Duration::from_secs(5),
+        read_timeout: Duration::from_secs(10),
+        total_timeout: Duration::from_secs(15),
+        ..Default::default()
+    })?;
+    let reply = super::runtime()?.block_on(target.get("/v1/models"));
+    let reply = match reply {
+        Ok(r) => r,
+        Err(e) if e.unreachable() => {
+            return Err(crate::error::Error::unreachable(format!(
+                "{url}: the server does not answer ({e})"
+            ))
+            .hint("start the server first, or leave out --target and point the suite at it later"))
+        }
+        Err(_) => return Ok(None),
+    };
+    let ids: Vec<String> = reply
+        .json
+        .as_ref()
+        .and_then(|v| v["data"].as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["id"].as_str().map(str::to_string))
+        .collect();
+    Ok(match ids.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    })
 }

@@ -12,7 +12,7 @@ pub fn run(a: InspectArgs) -> Result<i32> {
     let model = ModelDir::open(&a.dir)?;
     let doc = describe(&model)?;
     let mut findings = Findings::default();
-    findings.extend(chain::checkpoint::vocab_size(&model));
+    findings.extend(chain::tokenizer::vocab_size(&model));
     findings.extend(chain::tokenizer::special_tokens(&model));
     findings.sort();
     match a.format {

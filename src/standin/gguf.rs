@@ -91,14 +91,27 @@ pub fn write(
     let tj: Value = std::fs::read(tokenizer_path)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))?;
-    let architecture = if shape.model_type == "qwen2" {
-        "qwen2"
-    } else {
-        "llama"
+    // The converter's classes: Mistral is written as llama; Qwen2/Qwen3/Phi-3 keep theirs.
+    let architecture = match shape.model_type.as_str() {
+        "qwen2" => "qwen2",
+        "qwen3" => "qwen3",
+        "phi3" => "phi3",
+        _ => "llama",
     };
     let mut notes = Vec::new();
+    // The converter refuses a tokenizer with ids beyond the embedding (llama.cpp would not
+    // load one either): a GGUF never silently drops tokens.
+    let top = max_token_id(&tj);
+    if top.is_some_and(|t| t as usize >= shape.vocab) {
+        return Err(format!(
+            "the tokenizer has ids up to {}, the embedding only {} rows",
+            top.unwrap_or_default(),
+            shape.vocab
+        ));
+    }
     let mut meta = hparams(architecture, config, shape);
-    let sentencepiece = architecture == "llama" && is_sentencepiece_bpe(&tj);
+    // LlamaModel and Phi3MiniModel write a SentencePiece vocabulary; Qwen's are BPE.
+    let sentencepiece = matches!(architecture, "llama" | "phi3") && is_sentencepiece_bpe(&tj);
     let (model, pre) = if sentencepiece {
         meta.extend(spm_vocab(&tj, tokenizer_config, shape.vocab, &mut notes)?);
         ("llama".to_string(), "default".to_string())
@@ -149,11 +162,31 @@ fn hparams(arch: &str, config: &Value, s: &Shape) -> Meta {
             V::F32(f("rms_norm_eps", 1e-5)),
         ),
     ];
-    if arch == "llama" {
-        m.push((k("rope.dimension_count"), V::U32(s.head_dim as u32)));
-        m.push((k("attention.key_length"), V::U32(s.head_dim as u32)));
-        m.push((k("attention.value_length"), V::U32(s.head_dim as u32)));
-        m.push((k("vocab_size"), V::U32(s.vocab as u32)));
+    match arch {
+        "llama" => {
+            m.push((k("rope.dimension_count"), V::U32(s.head_dim as u32)));
+            m.push((k("attention.key_length"), V::U32(s.head_dim as u32)));
+            m.push((k("attention.value_length"), V::U32(s.head_dim as u32)));
+            m.push((k("vocab_size"), V::U32(s.vocab as u32)));
+        }
+        // TextModel writes key/value_length whenever config.json has head_dim.
+        "qwen3" => {
+            m.push((k("attention.key_length"), V::U32(s.head_dim as u32)));
+            m.push((k("attention.value_length"), V::U32(s.head_dim as u32)));
+        }
+        // Phi3MiniModel.set_gguf_parameters.
+        "phi3" => {
+            let rot = config["partial_rotary_factor"].as_f64().unwrap_or(1.0);
+            let rope_dims = (rot * s.hidden as f64) as usize / s.heads;
+            let orig = config["original_max_position_embeddings"]
+                .as_u64()
+                .unwrap_or(ctx as u64) as u32;
+            m.push((k("rope.dimension_count"), V::U32(rope_dims as u32)));
+            m.push((k("rope.scaling.original_context_length"), V::U32(orig)));
+            let window = config["sliding_window"].as_u64().unwrap_or(0) as u32;
+            m.push((k("attention.sliding_window"), V::U32(window)));
+        }
+        _ => {}
     }
     m
 }
@@ -210,14 +243,39 @@ fn added(tj: &Value, tc: Option<&Value>) -> HashMap<u32, (String, bool)> {
             );
         }
     }
+    // The converter reads the vocabulary as a dict from text to id: a text is one token. An
+    // entry of tokenizer_config.json naming a text tokenizer.json already has under another id
+    // (a tokenizer.json swapped under another model's configs) is not a second token.
+    let base = base_vocab(tj);
+    let mut known: HashMap<String, u32> = base.iter().map(|(i, t)| (t.clone(), *i)).collect();
+    known.extend(out.iter().map(|(i, (t, _))| (t.clone(), *i)));
     if let Some(dec) = tc.and_then(|t| t["added_tokens_decoder"].as_object()) {
         for (id, t) in dec {
             if let (Ok(id), Some(c)) = (id.parse::<u32>(), t["content"].as_str()) {
+                if known.get(c).is_some_and(|&k| k != id) {
+                    continue;
+                }
                 out.insert(id, (c.to_string(), t["special"].as_bool().unwrap_or(false)));
             }
         }
     }
     out
+}
+
+fn max_token_id(tj: &Value) -> Option<u32> {
+    let added = tj["added_tokens"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["id"].as_u64());
+    tj["model"]["vocab"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, id)| id.as_u64())
+        .chain(added)
+        .max()
+        .map(|m| m as u32)
 }
 
 fn base_vocab(tj: &Value) -> HashMap<u32, String> {
@@ -365,10 +423,27 @@ fn spm_vocab(
         ),
         ("tokenizer.ggml.token_type".into(), ints(types)),
     ];
-    if let Some(b) = tc.and_then(|t| t["add_prefix_space"].as_bool()) {
-        m.push(("tokenizer.ggml.add_space_prefix".into(), V::Bool(b)));
+    match tc.and_then(|t| t["add_prefix_space"].as_bool()) {
+        Some(b) => m.push(("tokenizer.ggml.add_space_prefix".into(), V::Bool(b))),
+        // llama.cpp prefixes a space to SentencePiece text unless told not to. A tokenizer with
+        // no dummy prefix (Gemma's: no `Prepend` normalizer, no prepending Metaspace) gets
+        // `false`, which is what the converter's Gemma classes write for it.
+        None if !prepends_space(tj) => {
+            m.push(("tokenizer.ggml.add_space_prefix".into(), V::Bool(false)))
+        }
+        None => {}
     }
     Ok(m)
+}
+
+/// Whether tokenizer.json adds SentencePiece's dummy `▁` prefix: a `Prepend` normalizer
+/// (Llama-2, TinyLlama, Phi-3) or a Metaspace pre-tokenizer that prepends (Mistral v0.3).
+fn prepends_space(tj: &Value) -> bool {
+    let text = format!("{}{}", tj["normalizer"], tj["pre_tokenizer"]);
+    text.contains("\"Prepend\"")
+        || (text.contains("\"Metaspace\"")
+            && !text.contains("\"prepend_scheme\":\"never\"")
+            && !text.contains("\"add_prefix_space\":false"))
 }
 
 /// A special token's text in tokenizer_config.json (a string or `{content}`).
@@ -549,6 +624,11 @@ fn gguf_tensors(
             ("mlp.gate_proj.weight", "ffn_gate.weight"),
             ("mlp.up_proj.weight", "ffn_up.weight"),
             ("mlp.down_proj.weight", "ffn_down.weight"),
+            // Qwen3's per-head norms; Phi-3's fused projections (llama.cpp keeps them fused).
+            ("self_attn.q_norm.weight", "attn_q_norm.weight"),
+            ("self_attn.k_norm.weight", "attn_k_norm.weight"),
+            ("self_attn.qkv_proj.weight", "attn_qkv.weight"),
+            ("mlp.gate_up_proj.weight", "ffn_up.weight"),
         ];
         if s.qkv_bias() {
             pairs.extend([

@@ -31,7 +31,7 @@ pub struct Options {
 }
 
 /// What was written, for the report.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Built {
     pub out: PathBuf,
     /// config.json's `model_type` (the source's, or inferred when it has no config.json).
@@ -71,6 +71,8 @@ const ARCHITECTURES: &[(&str, &str)] = &[
     ("llama", "LlamaForCausalLM"),
     ("mistral", "MistralForCausalLM"),
     ("qwen2", "Qwen2ForCausalLM"),
+    ("qwen3", "Qwen3ForCausalLM"),
+    ("phi3", "Phi3ForCausalLM"),
 ];
 
 /// Largest source file read (tokenizer.json of 256k-token vocabularies is ~20 MB).
@@ -151,6 +153,30 @@ pub fn build(o: &Options) -> Result<Built> {
         files,
         notes,
     })
+}
+
+/// Rewrite `dir/model.gguf` from the HF files in `dir` as they are now: the same weights
+/// (model.safetensors), with the tokenizer, template and special tokens the folder holds. For a
+/// stand-in whose tokenizer or template was edited after it was built — the served copies the
+/// fault matrix breaks — so the GGUF carries exactly the same edit. Returns the converter notes.
+pub fn rewrite_gguf(dir: &Path) -> Result<Vec<String>> {
+    let config = read_json_opt(&dir.join("config.json"))?
+        .ok_or_else(|| Error::in_file(dir, "has no config.json"))?;
+    let tokenizer_config = read_json_opt(&dir.join("tokenizer_config.json"))?;
+    let weights = dir.join("model.safetensors");
+    let tensors = candle_core::safetensors::load(&weights, &candle_core::Device::Cpu)
+        .map_err(|e| Error::in_file(&weights, format!("cannot read the weights: {e}")))?;
+    let shape = weights::Shape::from_config(&config);
+    gguf::write(
+        dir,
+        &config,
+        &dir.join("tokenizer.json"),
+        tokenizer_config.as_ref(),
+        &tensors,
+        &shape,
+    )
+    .map(|w| w.notes)
+    .map_err(|why| Error::in_file(dir.join("model.gguf"), format!("not written: {why}")))
 }
 
 fn validate(o: &Options) -> Result<()> {
@@ -252,6 +278,12 @@ fn model_type(
         if ARCHITECTURES.iter().any(|(m, _)| *m == mt) {
             return Ok(mt.to_string());
         }
+        if let Some(sub) = substitute(from, c, tokenizer_config)? {
+            notes.push(format!(
+                "model_type {mt:?} is not an architecture stand-ins are built in (candle and llama.cpp must both run it): the stand-in is {sub:?}, for which transformers picks the same tokenizer class as for {mt:?}"
+            ));
+            return Ok(sub);
+        }
         return Err(Error::in_file(
             from.join("config.json"),
             format!("model_type {mt:?}: stand-ins are built for {} so far", supported()),
@@ -270,6 +302,39 @@ fn model_type(
         "the source has no config.json: model_type {mt:?} inferred from tokenizer_class {class:?}"
     ));
     Ok(mt.to_string())
+}
+
+/// A supported architecture to stand in for an unsupported one (gemma2, smollm3, ...), when
+/// transformers resolves the same tokenizer class with it: the tokenizer is what the serving
+/// chain sees, so the stand-in still tests the source's chain.
+fn substitute(
+    from: &Path,
+    config: &Value,
+    tokenizer_config: Option<&Value>,
+) -> Result<Option<String>> {
+    use crate::stack::transformers::{resolve_class, Files};
+    let tj: Value = read_json_opt(&from.join("tokenizer.json"))?.unwrap_or_default();
+    let stm = read_json_opt(&from.join("special_tokens_map.json"))?;
+    let class = |c: &Value| {
+        resolve_class(&Files {
+            tokenizer_json: &tj,
+            tokenizer_config,
+            config: Some(c),
+            special_tokens_map: stm.as_ref(),
+        })
+        .ok()
+    };
+    let Some(original) = class(config) else {
+        return Ok(None);
+    };
+    for (mt, _) in ARCHITECTURES {
+        let mut c = config.clone();
+        c["model_type"] = Value::String(mt.to_string());
+        if class(&c).as_deref() == Some(original.as_str()) {
+            return Ok(Some(mt.to_string()));
+        }
+    }
+    Ok(None)
 }
 
 /// config.json's vocab_size when it covers every token id, else the tokenizer's size.
@@ -360,8 +425,20 @@ fn tiny_config(
     if model_type == "mistral" {
         c.insert("sliding_window".into(), Value::Null);
     }
-    if model_type == "qwen2" {
+    if model_type == "qwen2" || model_type == "qwen3" {
         c.insert("use_sliding_window".into(), json!(false));
+    }
+    if model_type == "qwen3" || model_type == "phi3" {
+        c.insert("attention_bias".into(), json!(false));
+    }
+    if model_type == "phi3" {
+        // Phi3Config (and llama.cpp's converter) read the pre-scaling context; a stand-in's
+        // rope is unscaled, so both are the context it has.
+        c.insert("original_max_position_embeddings".into(), json!(max_pos));
+        c.insert("rope_scaling".into(), Value::Null);
+        if let Some(p) = src.get("partial_rotary_factor").filter(|v| v.is_number()) {
+            c.insert("partial_rotary_factor".into(), p.clone());
+        }
     }
     for (key, named) in [
         ("bos_token_id", "bos_token"),

@@ -184,22 +184,12 @@ fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<String, Tenso
         let kv = s.kv_heads * s.head_dim;
         t.insert(format!("{p}.input_layernorm.weight"), ones(h)?);
         t.insert(format!("{p}.post_attention_layernorm.weight"), ones(h)?);
-        t.insert(
-            format!("{p}.self_attn.q_proj.weight"),
-            random(rng, &[q, h], attn * 2.0)?,
-        );
-        t.insert(
-            format!("{p}.self_attn.k_proj.weight"),
-            random(rng, &[kv, h], attn * 2.0)?,
-        );
-        t.insert(
-            format!("{p}.self_attn.v_proj.weight"),
-            random(rng, &[kv, h], attn)?,
-        );
-        t.insert(
-            format!("{p}.self_attn.o_proj.weight"),
-            random(rng, &[h, q], attn)?,
-        );
+        // Drawn in the same order for every architecture (q, k, v, o, biases, gate, up,
+        // down), so the architectures of one seed share their numbers; Phi-3 fuses them.
+        let wq = random(rng, &[q, h], attn * 2.0)?;
+        let wk = random(rng, &[kv, h], attn * 2.0)?;
+        let wv = random(rng, &[kv, h], attn)?;
+        let wo = random(rng, &[h, q], attn)?;
         if s.qkv_bias() {
             t.insert(
                 format!("{p}.self_attn.q_proj.bias"),
@@ -214,18 +204,28 @@ fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<String, Tenso
                 random(rng, &[kv], 0.02)?,
             );
         }
-        t.insert(
-            format!("{p}.mlp.gate_proj.weight"),
-            random(rng, &[s.intermediate, h], mlp)?,
-        );
-        t.insert(
-            format!("{p}.mlp.up_proj.weight"),
-            random(rng, &[s.intermediate, h], mlp)?,
-        );
-        t.insert(
-            format!("{p}.mlp.down_proj.weight"),
-            random(rng, &[h, s.intermediate], mlp)?,
-        );
+        let gate = random(rng, &[s.intermediate, h], mlp)?;
+        let up = random(rng, &[s.intermediate, h], mlp)?;
+        let down = random(rng, &[h, s.intermediate], mlp)?;
+        t.insert(format!("{p}.self_attn.o_proj.weight"), wo);
+        t.insert(format!("{p}.mlp.down_proj.weight"), down);
+        if s.model_type == "phi3" {
+            let qkv = Tensor::cat(&[&wq, &wk, &wv], 0).map_err(c)?;
+            t.insert(format!("{p}.self_attn.qkv_proj.weight"), qkv);
+            // gate first: Phi3MLP chunks gate_up_proj's output into (gate, up).
+            let gate_up = Tensor::cat(&[&gate, &up], 0).map_err(c)?;
+            t.insert(format!("{p}.mlp.gate_up_proj.weight"), gate_up);
+            continue;
+        }
+        t.insert(format!("{p}.self_attn.q_proj.weight"), wq);
+        t.insert(format!("{p}.self_attn.k_proj.weight"), wk);
+        t.insert(format!("{p}.self_attn.v_proj.weight"), wv);
+        if s.model_type == "qwen3" {
+            t.insert(format!("{p}.self_attn.q_norm.weight"), ones(s.head_dim)?);
+            t.insert(format!("{p}.self_attn.k_norm.weight"), ones(s.head_dim)?);
+        }
+        t.insert(format!("{p}.mlp.gate_proj.weight"), gate);
+        t.insert(format!("{p}.mlp.up_proj.weight"), up);
     }
     t.insert("model.norm.weight".to_string(), ones(h)?);
     // Consume one draw so a later change of the head's size does not shift the body.

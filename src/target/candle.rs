@@ -1,9 +1,11 @@
 //! The candle target: a checkpoint run in-process on the CPU with candle 0.11.
 //!
-//! Architectures: Hugging Face Llama, Mistral and Qwen2 directories (safetensors, sharded
-//! too; weights of any float dtype are converted to F32) through candle-transformers'
-//! `llama`, `mistral` and `qwen2` modules, and llama-architecture GGUF files (F32, F16, Q8_0,
-//! and candle's other quantizations) through `quantized_llama`.
+//! Architectures: Hugging Face Llama, Mistral, Qwen2, Qwen3 and Phi-3 directories (safetensors,
+//! sharded too; weights of any float dtype are converted to F32) through candle-transformers'
+//! `llama`, `mistral`, `qwen2`, `qwen3` and `phi3` modules, and GGUF files (F32, F16, Q8_0,
+//! and candle's other quantizations) of the llama, qwen2 and qwen3 architectures through
+//! `quantized_llama`, `quantized_qwen2` and `quantized_qwen3`. (candle's `quantized_phi3` has
+//! no way to empty its KV cache between requests, so a phi3 GGUF runs on llama.cpp only.)
 //!
 //! Threads: candle sizes its CPU pools from the environment when they are first used —
 //! `CANDLE_NUM_THREADS` for the element-wise and quantized-matmul pool and `RAYON_NUM_THREADS`
@@ -24,7 +26,9 @@ use candle_core::quantized::gguf_file;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::{llama, mistral, quantized_llama, qwen2};
+use candle_transformers::models::{
+    llama, mistral, phi3, quantized_llama, quantized_qwen2, quantized_qwen3, qwen2, qwen3,
+};
 use serde_json::Value;
 use tokenizers::Tokenizer;
 
@@ -75,7 +79,11 @@ enum Net {
     },
     Mistral(mistral::Model),
     Qwen2(qwen2::ModelForCausalLM),
+    Qwen3(qwen3::ModelForCausalLM),
+    Phi3(phi3::Model),
     Gguf(quantized_llama::ModelWeights),
+    GgufQwen2(quantized_qwen2::ModelWeights),
+    GgufQwen3(quantized_qwen3::ModelWeights),
 }
 
 impl Net {
@@ -85,7 +93,11 @@ impl Net {
             Net::Llama { fresh, live, .. } => *live = Some(fresh.clone()),
             Net::Mistral(m) => m.clear_kv_cache(),
             Net::Qwen2(m) => m.clear_kv_cache(),
+            Net::Qwen3(m) => m.clear_kv_cache(),
+            Net::Phi3(m) => m.clear_kv_cache(),
             Net::Gguf(m) => m.clear_kv_cache(),
+            Net::GgufQwen2(m) => m.clear_kv_cache(),
+            Net::GgufQwen3(m) => m.clear_kv_cache(),
         }
     }
 
@@ -99,7 +111,11 @@ impl Net {
             }
             Net::Mistral(m) => m.forward(&input, pos)?,
             Net::Qwen2(m) => m.forward(&input, pos)?,
+            Net::Qwen3(m) => m.forward(&input, pos)?,
+            Net::Phi3(m) => m.forward(&input, pos)?,
             Net::Gguf(m) => m.forward(&input, pos)?,
+            Net::GgufQwen2(m) => m.forward(&input, pos)?,
+            Net::GgufQwen3(m) => m.forward(&input, pos)?,
         };
         logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()
     }
@@ -254,7 +270,8 @@ impl CandleModel {
     pub fn weights_path(&self) -> &Path {
         &self.weights_path
     }
-    /// "llama", "mistral", "qwen2" or "gguf-llama".
+    /// config.json's model_type ("llama", "mistral", "qwen2", "qwen3", "phi3"), or "gguf-" and
+    /// the GGUF's architecture.
     pub fn architecture(&self) -> &str {
         &self.architecture
     }
@@ -552,18 +569,20 @@ impl CandleModel {
         })?;
         let model_type = config.model_type.clone().ok_or_else(|| {
             Error::in_file(&config.path, "has no model_type")
-                .hint("set model_type (llama, mistral or qwen2)")
+                .hint("set model_type (llama, mistral, qwen2, qwen3 or phi3)")
         })?;
         let arch = match model_type.as_str() {
             "llama" => Arch::Llama,
             "mistral" => Arch::Mistral,
             "qwen2" => Arch::Qwen2,
+            "qwen3" => Arch::Qwen3,
+            "phi3" => Arch::Phi3,
             other => {
                 return Err(Error::in_file(
                     &config.path,
                     format!("model_type \"{other}\" is not supported by the candle target"),
                 )
-                .hint("the candle target runs llama, mistral and qwen2 checkpoints, and llama-architecture GGUF files; use a server target for this model"))
+                .hint("the candle target runs llama, mistral, qwen2, qwen3 and phi3 checkpoints, and llama, qwen2 and qwen3 GGUF files; use a server target for this model"))
             }
         };
         let files = shard_files(&dir)?;
@@ -613,6 +632,10 @@ impl CandleModel {
             Arch::Qwen2 => {
                 Net::Qwen2(qwen2::ModelForCausalLM::new(&shape.qwen2_config(), vb).map_err(built)?)
             }
+            Arch::Qwen3 => {
+                Net::Qwen3(qwen3::ModelForCausalLM::new(&shape.qwen3_config(), vb).map_err(built)?)
+            }
+            Arch::Phi3 => Net::Phi3(phi3::Model::new(&shape.phi3_config(tied), vb).map_err(built)?),
         };
         let ctx = shape.context_length();
         Self::assemble(dir, net, root, &model_type, shape.vocab, ctx, Vec::new())
@@ -626,45 +649,53 @@ impl CandleModel {
         let md_str = |k: &str| ct.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
         let md_uint = |k: &str| ct.metadata.get(k).and_then(gguf_uint);
         let arch = md_str("general.architecture").unwrap_or_default();
-        if arch != "llama" {
+        if !matches!(arch.as_str(), "llama" | "qwen2" | "qwen3") {
             return Err(Error::in_file(
                 path,
-                format!("general.architecture is \"{arch}\"; the candle target runs llama-architecture GGUF files"),
+                format!("general.architecture is \"{arch}\"; the candle target runs llama, qwen2 and qwen3 GGUF files"),
             )
             .hint("use a server target (llama.cpp) for this file"));
         }
+        let key = |k: &str| format!("{arch}.{k}");
         let need = |k: &str| {
-            md_uint(k).filter(|&v| v > 0).ok_or_else(|| {
+            md_uint(&key(k)).filter(|&v| v > 0).ok_or_else(|| {
                 Error::in_file(
                     path,
-                    format!("metadata {k} is missing or not a positive integer"),
+                    format!("metadata {} is missing or not a positive integer", key(k)),
                 )
             })
         };
-        let heads = need("llama.attention.head_count")?;
-        let kv_heads = need("llama.attention.head_count_kv")?;
-        let embd = need("llama.embedding_length")?;
-        let blocks = need("llama.block_count")?;
+        let heads = need("attention.head_count")?;
+        let kv_heads = need("attention.head_count_kv")?;
+        let embd = need("embedding_length")?;
+        let blocks = need("block_count")?;
         // Each block has its own tensors: a count beyond the tensor table is a corrupt header
         // (0xffffffff would make candle allocate billions of layers and abort).
         if blocks > ct.tensor_infos.len() as u64 {
             return Err(Error::in_file(
                 path,
                 format!(
-                    "llama.block_count is {blocks} but the file has only {} tensors",
+                    "{} is {blocks} but the file has only {} tensors",
+                    key("block_count"),
                     ct.tensor_infos.len()
                 ),
             ));
         }
-        let rope_dim = need("llama.rope.dimension_count")?;
+        // Qwen3 heads may be wider than embedding_length / head_count (key_length says).
+        let head_dim = match arch.as_str() {
+            "qwen3" => need("attention.key_length")?,
+            _ => embd / heads,
+        };
+        let rope_dim = md_uint(&key("rope.dimension_count")).unwrap_or(head_dim);
         if heads % kv_heads != 0
-            || embd % heads != 0
+            || (arch != "qwen3" && embd % heads != 0)
             || rope_dim % 2 != 0
-            || rope_dim != embd / heads
+            || head_dim % 2 != 0
+            || rope_dim != head_dim
         {
             return Err(Error::in_file(
                 path,
-                format!("inconsistent llama metadata: head_count {heads}, head_count_kv {kv_heads}, embedding_length {embd}, rope.dimension_count {rope_dim}"),
+                format!("inconsistent {arch} metadata: head_count {heads}, head_count_kv {kv_heads}, embedding_length {embd}, head size {head_dim}, rope.dimension_count {rope_dim}"),
             ));
         }
         let vocab = match ct.tensor_infos.get("token_embd.weight") {
@@ -679,8 +710,22 @@ impl CandleModel {
             },
             None => return Err(Error::in_file(path, "has no token_embd.weight tensor")),
         };
-        let ctx = md_uint("llama.context_length")
-            .map_or(GGUF_MAX_POSITIONS, |c| (c as usize).min(GGUF_MAX_POSITIONS));
+        let ctx = match arch.as_str() {
+            // quantized_llama precomputes a fixed table; the others size theirs from the file.
+            "llama" => md_uint(&key("context_length"))
+                .map_or(GGUF_MAX_POSITIONS, |c| (c as usize).min(GGUF_MAX_POSITIONS)),
+            _ => {
+                let c = need("context_length")? as usize;
+                if c > MAX_IN_PROCESS_POSITIONS {
+                    return Err(Error::in_file(
+                        path,
+                        format!("{} is {c}; the in-process model precomputes rotary tables for at most {MAX_IN_PROCESS_POSITIONS} positions", key("context_length")),
+                    )
+                    .hint("use a server target (llama.cpp) for this file"));
+                }
+                c
+            }
+        };
         let weight_eos: Vec<u32> = [
             "tokenizer.ggml.eos_token_id",
             "tokenizer.ggml.eot_token_id",
@@ -690,18 +735,31 @@ impl CandleModel {
         .filter_map(|k| md_uint(k))
         .filter_map(|v| u32::try_from(v).ok())
         .collect();
-        let model =
-            quantized_llama::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu).map_err(|e| {
-                Error::in_file(
-                    path,
-                    format!("cannot load the GGUF weights: {}", candle_msg(&e)),
-                )
-            })?;
+        let cannot = |e: candle_core::Error| {
+            Error::in_file(
+                path,
+                format!("cannot load the GGUF weights: {}", candle_msg(&e)),
+            )
+        };
+        let net = match arch.as_str() {
+            "qwen2" => Net::GgufQwen2(
+                quantized_qwen2::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu)
+                    .map_err(cannot)?,
+            ),
+            "qwen3" => Net::GgufQwen3(
+                quantized_qwen3::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu)
+                    .map_err(cannot)?,
+            ),
+            _ => Net::Gguf(
+                quantized_llama::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu)
+                    .map_err(cannot)?,
+            ),
+        };
         Self::assemble(
             dir,
-            Net::Gguf(model),
+            net,
             path.to_path_buf(),
-            "gguf-llama",
+            &format!("gguf-{arch}"),
             vocab,
             ctx,
             weight_eos,
@@ -787,6 +845,8 @@ enum Arch {
     Llama,
     Mistral,
     Qwen2,
+    Qwen3,
+    Phi3,
 }
 
 /// The hyper-parameters of config.json, checked.
@@ -809,6 +869,9 @@ struct Hyper {
     /// The sliding window when one is in force (the context is capped to it).
     sliding_window: Option<usize>,
     max_window_layers: usize,
+    attention_bias: bool,
+    /// Phi-3: the share of each head that is rotated (Phi-4-mini: 0.75).
+    partial_rotary_factor: Option<f64>,
 }
 
 struct Fields<'a> {
@@ -879,7 +942,7 @@ impl Hyper {
         }
         let default_head_dim = hidden / heads;
         let head_dim = match f.uint("head_dim")? {
-            Some(d) if arch == Arch::Mistral && d > 0 => d,
+            Some(d) if matches!(arch, Arch::Mistral | Arch::Qwen3) && d > 0 => d,
             Some(d) if d != default_head_dim => {
                 return Err(f.err(
                     "head_dim",
@@ -888,7 +951,7 @@ impl Hyper {
             }
             _ => default_head_dim,
         };
-        if arch != Arch::Mistral && hidden % heads != 0 {
+        if !matches!(arch, Arch::Mistral | Arch::Qwen3) && hidden % heads != 0 {
             return Err(f.err(
                 "hidden_size",
                 &format!("{hidden} is not a multiple of num_attention_heads {heads}"),
@@ -975,8 +1038,8 @@ impl Hyper {
         }
         let sliding_window = match arch {
             Arch::Llama => None,
-            Arch::Mistral => f.uint("sliding_window")?,
-            Arch::Qwen2 => {
+            Arch::Mistral | Arch::Phi3 => f.uint("sliding_window")?,
+            Arch::Qwen2 | Arch::Qwen3 => {
                 if f.boolean("use_sliding_window")?.unwrap_or(false) {
                     f.uint("sliding_window")?
                 } else {
@@ -985,6 +1048,23 @@ impl Hyper {
             }
         };
         let max_window_layers = f.uint("max_window_layers")?.unwrap_or(layers);
+        let attention_bias = f.boolean("attention_bias")?.unwrap_or(false);
+        if arch == Arch::Phi3 && attention_bias {
+            return Err(f.err(
+                "attention_bias",
+                "biases are not supported by candle's Phi-3",
+            ));
+        }
+        let partial_rotary_factor = f.float("partial_rotary_factor")?;
+        if let Some(p) = partial_rotary_factor {
+            let rotated = (head_dim as f64 * p) as usize;
+            if arch != Arch::Phi3 || !(p > 0.0 && p <= 1.0) || rotated % 2 != 0 {
+                return Err(f.err(
+                    "partial_rotary_factor",
+                    &format!("{p} is not supported by candle's {arch:?} (head_dim {head_dim})"),
+                ));
+            }
+        }
         Ok(Hyper {
             arch,
             vocab,
@@ -1002,6 +1082,8 @@ impl Hyper {
             hidden_act,
             sliding_window: sliding_window.filter(|&w| w > 0),
             max_window_layers,
+            attention_bias,
+            partial_rotary_factor,
         })
     }
 
@@ -1072,6 +1154,50 @@ impl Hyper {
         }
     }
 
+    fn qwen3_config(&self) -> qwen3::Config {
+        qwen3::Config {
+            vocab_size: self.vocab,
+            hidden_size: self.hidden,
+            intermediate_size: self.intermediate,
+            num_hidden_layers: self.layers,
+            num_attention_heads: self.heads,
+            head_dim: self.head_dim,
+            attention_bias: self.attention_bias,
+            num_key_value_heads: self.kv_heads,
+            max_position_embeddings: self.max_positions,
+            // Never reached: the context is at most the window (or there is none).
+            sliding_window: None,
+            max_window_layers: self.max_window_layers,
+            tie_word_embeddings: self.tie_word_embeddings,
+            rope_theta: self.rope_theta,
+            rms_norm_eps: self.rms_norm_eps,
+            use_sliding_window: false,
+            hidden_act: self.hidden_act,
+        }
+    }
+
+    fn phi3_config(&self, tied: bool) -> phi3::Config {
+        phi3::Config {
+            vocab_size: self.vocab,
+            hidden_act: self.hidden_act,
+            hidden_size: self.hidden,
+            intermediate_size: self.intermediate,
+            num_hidden_layers: self.layers,
+            num_attention_heads: self.heads,
+            num_key_value_heads: self.kv_heads,
+            rms_norm_eps: self.rms_norm_eps,
+            rope_theta: self.rope_theta,
+            bos_token_id: None,
+            eos_token_id: None,
+            // The in-process context is capped to the positions trained without scaling.
+            rope_scaling: None,
+            max_position_embeddings: self.max_positions,
+            original_max_position_embeddings: None,
+            partial_rotary_factor: self.partial_rotary_factor,
+            tie_word_embeddings: tied,
+        }
+    }
+
     /// (name, shape) of every tensor the architecture loads; lm_head last.
     fn expected(&self) -> Vec<(String, Vec<usize>)> {
         let (h, i) = (self.hidden, self.intermediate);
@@ -1086,14 +1212,26 @@ impl Hyper {
             let mut add = |n: &str, s: Vec<usize>| out.push((format!("{p}.{n}"), s));
             add("input_layernorm.weight", vec![h]);
             add("post_attention_layernorm.weight", vec![h]);
+            if self.arch == Arch::Phi3 {
+                // Phi-3 fuses q, k, v into one projection, and gate and up into another.
+                add("self_attn.qkv_proj.weight", vec![q + 2 * kv, h]);
+                add("self_attn.o_proj.weight", vec![h, q]);
+                add("mlp.gate_up_proj.weight", vec![2 * i, h]);
+                add("mlp.down_proj.weight", vec![h, i]);
+                continue;
+            }
             add("self_attn.q_proj.weight", vec![q, h]);
             add("self_attn.k_proj.weight", vec![kv, h]);
             add("self_attn.v_proj.weight", vec![kv, h]);
             add("self_attn.o_proj.weight", vec![h, q]);
-            if self.arch == Arch::Qwen2 {
+            if self.arch == Arch::Qwen2 || self.attention_bias {
                 add("self_attn.q_proj.bias", vec![q]);
                 add("self_attn.k_proj.bias", vec![kv]);
                 add("self_attn.v_proj.bias", vec![kv]);
+            }
+            if self.arch == Arch::Qwen3 {
+                add("self_attn.q_norm.weight", vec![self.head_dim]);
+                add("self_attn.k_norm.weight", vec![self.head_dim]);
             }
             add("mlp.gate_proj.weight", vec![i, h]);
             add("mlp.up_proj.weight", vec![i, h]);

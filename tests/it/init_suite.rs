@@ -1,28 +1,15 @@
 //! `chatgate init` → `gate --update` → `gate` passes, on stand-ins of real model families and on
 //! the trained tiny-chat with its captured SFT rows; an existing suite is never overwritten.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
 use crate::common::cli::chatgate_in as chatgate;
 
-fn corpus(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus/models")
-        .join(name)
-}
-
-/// A seed-0 stand-in of a corpus model at `out`.
-fn standin(name: &str, out: &Path) {
-    chatgate::standin::build(&chatgate::standin::Options {
-        from: corpus(name),
-        out: out.to_path_buf(),
-        seed: 0,
-        layers: 2,
-        hidden: 64,
-        force: false,
-    })
-    .unwrap_or_else(|e| panic!("{name}: {e}"));
+/// A copy of the cached seed-0 stand-in of a corpus model at `out`.
+fn standin(name: &'static str, out: &Path) {
+    let (cached, _) = crate::common::families::Family::corpus(name, name).standin();
+    crate::common::gate_workspace::copy_dir(&cached, out);
 }
 
 fn errors(report: &Value) -> Vec<String> {

@@ -13,6 +13,7 @@ pub mod checkpoint;
 pub mod generation;
 pub mod server;
 pub mod template;
+pub mod tokenizer;
 
 use std::collections::BTreeMap;
 
@@ -143,6 +144,8 @@ pub struct Observed {
     /// The open-ended sampling probe at temperature 0: seed A twice, then seeds B and C.
     pub sampling: Vec<std::result::Result<Record, CallError>>,
     pub sampling_prompt: String,
+    /// Probe strings as the server's text tokenize endpoint splits them (none: no endpoint).
+    pub text_ids: tokenizer::ServerTokens,
 }
 
 /// What the online pass found, plus each probe's determinism class (the replay uses it).
@@ -182,6 +185,7 @@ impl Online<'_> {
         let observed = self.gather(probes).await?;
         let mut findings = Vec::new();
         findings.extend(checkpoint::check(self, &observed).await);
+        findings.extend(tokenizer::check(self, &observed));
         findings.extend(template::check(self, &observed));
         findings.extend(generation::check(self, &observed));
         findings.extend(server::check(self, &observed).await);
@@ -224,6 +228,7 @@ impl Online<'_> {
         };
         let sampling_prompt = self.sampling_prompt();
         let sampling = self.sampling_probe(&sampling_prompt).await;
+        let text_ids = tokenizer::gather(self.http).await;
         Ok(Observed {
             models,
             health_status,
@@ -232,6 +237,7 @@ impl Online<'_> {
             raw_reply,
             sampling,
             sampling_prompt,
+            text_ids,
         })
     }
 

@@ -40,27 +40,48 @@ fn models(online: &Online, obs: &Observed) -> Finding {
                 .collect()
         })
         .unwrap_or_default();
-    if ids.is_empty() {
-        return Finding::new(Server, ID, Severity::Error, "GET /v1/models lists no models (expected {\"object\": \"list\", \"data\": [{\"id\": …}]})")
-            .with("body", super::show(&list.to_string()));
+    if ids.contains(&online.model.as_str()) {
+        return Finding::pass(Server, ID, format!("/v1/models lists {:?}", online.model));
     }
-    if !ids.contains(&online.model.as_str()) {
-        return Finding::new(
-            Server,
-            ID,
-            Severity::Error,
-            format!(
-                "the server does not list the suite's model {:?}",
-                online.model
-            ),
+    // A server that answers requests naming the model but does not list it (`transformers
+    // serve` lists only models in the Hugging Face cache, never a folder it was started on)
+    // breaks model discovery, not chat: a warning. Refused requests make it the likely cause.
+    let answered = obs
+        .runs
+        .iter()
+        .any(|r| r.plain.first().is_some_and(|p| p.is_ok()));
+    let severity = if answered {
+        Severity::Warning
+    } else {
+        Severity::Error
+    };
+    let what = if ids.is_empty() {
+        "GET /v1/models lists no models (expected {\"object\": \"list\", \"data\": [{\"id\": …}]})"
+            .to_string()
+    } else {
+        format!(
+            "the server does not list the suite's model {:?}",
+            online.model
         )
-        .with("listed", ids.join(", "))
-        .with(
+    };
+    let what = if answered {
+        format!("{what}, though it answers requests naming it: clients that discover models there will not find it")
+    } else {
+        what
+    };
+    let mut f = Finding::new(Server, ID, severity, what);
+    f = if ids.is_empty() {
+        f.with("body", super::show(&list.to_string()))
+    } else {
+        f.with("listed", ids.join(", "))
+    };
+    if !answered {
+        f = f.with(
             "hint",
             "set [target] model to the served name, or serve the model under this name",
         );
     }
-    Finding::pass(Server, ID, format!("/v1/models lists {:?}", online.model))
+    f
 }
 
 fn health(obs: &Observed) -> Finding {
@@ -111,14 +132,27 @@ fn responds(obs: &Observed) -> Finding {
                 CallError::Status { .. } => "were refused",
                 _ => "failed",
             };
-            Finding::new(
+            let f = Finding::new(
                 Server,
                 ID,
                 Severity::Error,
                 format!("{} of {total} valid probe requests {what}", failed.len()),
             )
             .with("probe", id)
-            .with("first error", e)
+            .with("first error", e);
+            // Every request refused with a 4xx that talks about the model: the suite names a
+            // model the server does not serve (vLLM: 404 "model ... does not exist";
+            // transformers serve: 400 naming the served folder).
+            let wrong_model = failed.len() == total
+                && failed.iter().all(|(_, e)| {
+                    matches!(e, CallError::Status { status, body, .. }
+                        if (400..500).contains(status) && body.to_lowercase().contains("model"))
+                });
+            if wrong_model {
+                f.with("hint", "every request was refused over its `model` field: set [target] model to the name the server serves (its /v1/models list, or the path it was started with)")
+            } else {
+                f
+            }
         }
     }
 }

@@ -49,7 +49,7 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
     if compared == 0 {
         out.push(prompt_tokens(obs));
     }
-    out.extend(server_render_errors(obs));
+    out.extend(server_render_errors(obs, &online.model));
     out
 }
 
@@ -75,10 +75,10 @@ fn shape_class(tok: &tokenizers::Tokenizer, server: &[u32], local: &[u32]) -> Op
 
 /// A server that refuses valid chats because its template fails to render them: the model's
 /// own template renders these conversations (the offline chain did), so the server's is another.
-fn server_render_errors(obs: &Observed) -> Option<Finding> {
+fn server_render_errors(obs: &Observed, model: &str) -> Option<Finding> {
     let failed = obs.runs.iter().find_map(|r| match r.plain.first() {
         Some(Err(crate::target::openai::CallError::Status { status, body, .. }))
-            if (400..600).contains(status) && body.to_lowercase().contains("template") =>
+            if (400..600).contains(status) && names_a_template_error(body, model) =>
         {
             Some((r.probe.id.clone(), *status, body.clone()))
         }
@@ -89,6 +89,29 @@ fn server_render_errors(obs: &Observed) -> Option<Finding> {
             .with("probe", failed.0)
             .with("server", format!("HTTP {}: {}", failed.1, super::show(&failed.2))),
     )
+}
+
+/// Wording servers use when rendering the chat failed (vLLM "Error in applying chat template",
+/// transformers/jinja2 `TemplateError`, llama.cpp "chat template", a template's own
+/// `raise_exception`). The suite's model name is cut out first: a model folder called
+/// `...-template` echoed in a "model not found" error is not a template failure.
+fn names_a_template_error(body: &str, model: &str) -> bool {
+    // A short name would cut letters out of words ("m" out of "template").
+    let body = if model.len() < 4 {
+        body.to_lowercase()
+    } else {
+        body.replace(model, "").to_lowercase()
+    };
+    [
+        "chat template",
+        "chat_template",
+        "templateerror",
+        "template error",
+        "jinja",
+        "raise_exception",
+    ]
+    .iter()
+    .any(|w| body.contains(w))
 }
 
 /// usage.prompt_tokens against the local render's count (METRICS.md: their difference is the
@@ -115,4 +138,29 @@ fn prompt_tokens(obs: &Observed) -> Finding {
         return Finding::new(Template, ID, Severity::Warning, "the server shows neither its prompt ids nor usage.prompt_tokens: its template cannot be checked online");
     }
     Finding::pass(Template, ID, format!("usage.prompt_tokens equals the local render's count on {compared} probe(s) (the server shows no ids)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_a_template_error;
+
+    #[test]
+    fn a_model_name_with_template_in_it_is_not_a_template_error() {
+        // transformers serve's 400 for a model it does not serve echoes the served folder.
+        let body = r#"{"detail":"Requested model 'x' does not match the served model '/tmp/Qwen2.5+7B-template/model'"}"#;
+        assert!(!names_a_template_error(
+            body,
+            "/tmp/Qwen2.5+7B-template/model"
+        ));
+        assert!(!names_a_template_error(body, ""));
+        // vLLM's and jinja2's wording is.
+        assert!(names_a_template_error(
+            r#"{"error":{"message":"Error in applying chat template from request: 'tools' is undefined"}}"#,
+            "m"
+        ));
+        assert!(names_a_template_error(
+            "jinja2.exceptions.TemplateError: Conversation roles must alternate",
+            "m"
+        ));
+    }
 }

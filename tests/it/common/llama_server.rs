@@ -113,7 +113,7 @@ impl LlamaServer {
                     self.log_text()
                 );
             }
-            if models_answers(&addr) {
+            if get_ok(&addr, "/v1/models") {
                 return;
             }
             std::thread::sleep(Duration::from_millis(200));
@@ -125,31 +125,33 @@ impl LlamaServer {
     }
 
     pub fn log_text(&self) -> String {
-        let mut s = String::new();
-        if let Ok(mut f) = std::fs::File::open(&self.log) {
-            let _ = f.read_to_string(&mut s);
-        }
-        s
+        read_log(&self.log)
     }
 }
 
-/// A raw HTTP GET of /v1/models (no async runtime needed here).
-fn models_answers(addr: &str) -> bool {
+/// A raw HTTP GET of `path` that answers 200 (no async runtime needed here).
+pub fn get_ok(addr: &str, path: &str) -> bool {
     use std::io::Write;
     let Ok(mut s) = std::net::TcpStream::connect(addr) else {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(
-        format!("GET /v1/models HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .is_err()
-    {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).is_err() {
         return false;
     }
     let mut buf = String::new();
     let _ = s.read_to_string(&mut buf);
     buf.starts_with("HTTP/1.1 200")
+}
+
+/// A server's log file, as far as it can be read.
+pub fn read_log(path: &Path) -> String {
+    let mut s = String::new();
+    if let Ok(mut f) = std::fs::File::open(path) {
+        let _ = f.read_to_string(&mut s);
+    }
+    s
 }
 
 impl Drop for LlamaServer {

@@ -1,7 +1,9 @@
 //! Helpers the integration tests share.
 pub mod cli;
+pub mod families;
 pub mod gate_workspace;
 pub mod gguf_writer;
 pub mod llama_server;
 pub mod report_json;
 pub mod skip;
+pub mod transformers_serve;

@@ -1,0 +1,137 @@
+//! Source directories stand-ins are built from: a corpus model, optionally given another
+//! architecture's config.json (tests/corpus/configs, for phi3 and qwen3, which the corpus has
+//! no config for) or a corpus template in place of its own.
+#![allow(dead_code)]
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+#[derive(Debug, Clone, Copy)]
+pub struct Family {
+    /// How tables and messages name it.
+    pub name: &'static str,
+    /// The folder under tests/corpus/models.
+    pub model: &'static str,
+    /// `tests/corpus/configs/<arch>.config.json` (and `<arch>.generation_config.json` when
+    /// present) replace the model's own.
+    pub arch: Option<&'static str>,
+    /// A tests/corpus/templates file replacing the model's chat template.
+    pub template: Option<&'static str>,
+}
+
+impl Family {
+    pub const fn corpus(name: &'static str, model: &'static str) -> Family {
+        Family {
+            name,
+            model,
+            arch: None,
+            template: None,
+        }
+    }
+
+    /// The directory to build a stand-in from: the corpus folder itself, or an edited copy
+    /// under `tmp`.
+    pub fn source(&self, tmp: &Path) -> PathBuf {
+        let from = Path::new(REPO).join("tests/corpus/models").join(self.model);
+        if self.arch.is_none() && self.template.is_none() {
+            return from;
+        }
+        let dir = tmp.join(format!("source-{}", self.model));
+        super::gate_workspace::copy_dir(&from, &dir);
+        if let Some(arch) = self.arch {
+            let configs = Path::new(REPO).join("tests/corpus/configs");
+            for file in ["config.json", "generation_config.json"] {
+                let src = configs.join(format!("{arch}.{file}"));
+                if src.is_file() {
+                    std::fs::copy(&src, dir.join(file)).expect("copy config");
+                }
+            }
+        }
+        if let Some(t) = self.template {
+            let text =
+                std::fs::read_to_string(Path::new(REPO).join("tests/corpus/templates").join(t))
+                    .expect("corpus template");
+            let _ = std::fs::remove_file(dir.join("chat_template.jinja"));
+            let p = dir.join("tokenizer_config.json");
+            // SmolLM2's corpus copy has no tokenizer_config.json: the template makes one.
+            let mut tc: Value = match std::fs::read(&p) {
+                Ok(bytes) => serde_json::from_slice(&bytes).expect("json"),
+                Err(_) => serde_json::json!({}),
+            };
+            tc["chat_template"] = Value::String(text);
+            std::fs::write(&p, serde_json::to_string_pretty(&tc).expect("json"))
+                .expect("write tokenizer_config.json");
+        }
+        dir
+    }
+}
+
+/// The code that decides a stand-in's bytes: part of the cache key, so a change to it builds
+/// new stand-ins instead of reusing old ones.
+const STANDIN_CODE: &[&str] = &[
+    include_str!("../../../src/standin/mod.rs"),
+    include_str!("../../../src/standin/weights.rs"),
+    include_str!("../../../src/standin/gguf.rs"),
+];
+
+impl Family {
+    /// A seed-0 stand-in (2 layers, 64 wide) of this family, built once into
+    /// `target/standins/<key>/` and reused by every test and run whose source files and
+    /// stand-in code are the same (the key hashes both). Read it, never change it: tests that
+    /// break a stand-in break a copy.
+    pub fn standin(&self) -> (PathBuf, chatgate::standin::Built) {
+        use sha2::{Digest, Sha256};
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let src = self.source(scratch.path());
+        let mut h = Sha256::new();
+        for code in STANDIN_CODE {
+            h.update(code.as_bytes());
+        }
+        let mut names: Vec<_> = std::fs::read_dir(&src)
+            .expect("source dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        names.sort();
+        for n in names {
+            h.update(n.to_string_lossy().as_bytes());
+            h.update(std::fs::read(src.join(&n)).expect("source file"));
+        }
+        let key = hex::encode(&h.finalize()[..8]);
+        let root = Path::new(REPO).join("target/standins");
+        let dir = root.join(format!("{}-{key}", self.model));
+        let marker = dir.join("built.json");
+        if let Ok(bytes) = std::fs::read(&marker) {
+            if let Ok(mut built) = serde_json::from_slice::<chatgate::standin::Built>(&bytes) {
+                built.out = dir.clone();
+                return (dir, built);
+            }
+        }
+        // Built beside, then renamed into place: tests running at once never see half a
+        // stand-in, and the one that loses the race uses the winner's.
+        std::fs::create_dir_all(&root).expect("target/standins");
+        let tmp = tempfile::tempdir_in(&root).expect("tempdir in target/standins");
+        let out = tmp.path().join("model");
+        let built = chatgate::standin::build(&chatgate::standin::Options {
+            from: src,
+            out: out.clone(),
+            seed: 0,
+            layers: 2,
+            hidden: 64,
+            force: false,
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", self.name));
+        std::fs::write(
+            out.join("built.json"),
+            serde_json::to_vec(&built).expect("json"),
+        )
+        .expect("built.json");
+        if std::fs::rename(&out, &dir).is_err() && !marker.is_file() {
+            panic!("cannot move the stand-in to {}", dir.display());
+        }
+        let mut built = built;
+        built.out = dir.clone();
+        (dir, built)
+    }
+}
