@@ -532,6 +532,11 @@ fn fault_cell(
     }
 }
 
+/// Caught by `generation.server-stop` on some runs and only by the replay on others (a fresh
+/// CI run differed from the local one on every family): one fixed cell until it is explained.
+const EOS_ON_TRANSFORMERS_SERVE: &str =
+    "⚠️ `generation.server-stop` on some runs, only the replay on others: not yet explained";
+
 /// Faults the gate cannot see at their boundary on a server, and why. Each is a limit of what
 /// that server shows, stated in the README; the cell says so in fixed words (what the replay
 /// happens to catch varies with the tiny model's replies). Anything else missed fails the test.
@@ -542,9 +547,7 @@ fn known_miss(fault: Fault, server: Server, template_uses_eos: bool) -> Option<&
         ),
         // Qwen2.5 only: the other families' runs past the terminator are `generation.server-stop`
         // errors; this one shows only in the replay. Not explained yet (issue 10's note).
-        (Fault::EosNotTerminator, Server::TransformersServe) => Some(
-            "⚠️ seen only by the replay, not by `generation.server-stop`: not yet explained",
-        ),
+        (Fault::EosNotTerminator, Server::TransformersServe) => Some(EOS_ON_TRANSFORMERS_SERVE),
         (Fault::TokenizerSwapped, Server::TransformersServe) => Some(
             "⚠️ not at the tokenizer or template boundary: the server has no tokenize endpoint and returns no logprob ids, and the prompt's token count did not change (or every request failed)",
         ),
@@ -637,16 +640,16 @@ fn family_by_server_matrix() {
                     // No tokenize endpoint and no logprob ids: a swapped tokenizer shows only
                     // in the chat prompt's token count, which the template boundary reads.
                     // Qwen2.5 only: the other families' runs past the terminator are `generation.server-stop`
-        // errors; this one shows only in the replay. Not explained yet (issue 10's note).
-        (Fault::EosNotTerminator, Server::TransformersServe) => Some(
-            "⚠️ seen only by the replay, not by `generation.server-stop`: not yet explained",
-        ),
-        (Fault::TokenizerSwapped, Server::TransformersServe) => Some("template"),
+                    // errors; this one shows only in the replay. Not explained yet (issue 10's note).
+                    (Fault::EosNotTerminator, Server::TransformersServe) => {
+                        Some(EOS_ON_TRANSFORMERS_SERVE)
+                    }
+                    (Fault::TokenizerSwapped, Server::TransformersServe) => Some("template"),
                     _ => Some(fault.boundary()),
                 };
                 let (ok, cell) = fault_cell(expected, &o, &baseline);
                 let (ok, cell) = match known_miss(*fault, server, template_uses_eos) {
-                    Some(why) if !ok => (true, why.to_string()),
+                    Some(why) if !ok || why == EOS_ON_TRANSFORMERS_SERVE => (true, why.to_string()),
                     _ => (ok, cell),
                 };
                 eprintln!("  {} / {server:?}: {cell} {:?}", fault.name(), o.checks());
