@@ -141,3 +141,21 @@ mod tests {
         );
     }
 }
+
+/// Read a whole file of at most `max` bytes; a larger one is refused by name instead of being
+/// read into memory.
+pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    if bytes.len() as u64 > max {
+        return Err(Error::in_file(
+            path,
+            format!("is larger than {} MiB: refused", max >> 20),
+        ));
+    }
+    Ok(bytes)
+}

@@ -15,7 +15,8 @@
 //!   fragment — including one following a special token — and keeps leading spaces
 //!   (`" a"` → `▁▁a`), unlike `Metaspace(prepend_scheme="first")`.
 //! - Control (3) and unknown (2) tokens become special added tokens, user-defined (4) tokens
-//!   plain added tokens (llama.cpp always matches those whole).
+//!   plain added tokens (llama.cpp always matches those whole). A file whose `general.name`
+//!   says Phi-3 gets llama.cpp's Phi-3 RSTRIP rule on them.
 //!
 //! Any other tokenizer model (bert/WPM, t5/UGM, rwkv, ...) is not built: the caller records why.
 use std::collections::{HashMap, HashSet};
@@ -221,30 +222,42 @@ pub fn build(info: &GgufInfo) -> Result<GgufTokenizer, String> {
     Ok(GgufTokenizer { file, notes })
 }
 
-fn added_token(id: usize, content: &str, special: bool) -> Value {
+fn added_token(id: usize, content: &str, special: bool, rstrip: bool) -> Value {
     json!({
         "id": id,
         "content": content,
         "single_word": false,
         "lstrip": false,
-        "rstrip": false,
+        "rstrip": rstrip,
         "normalized": false,
         "special": special,
     })
 }
 
 /// Control/unknown tokens as special added tokens, user-defined ones as plain added tokens.
-fn added_tokens(tokens: &[String], types: &[i64]) -> Vec<Value> {
+/// With `phi3_rstrip`, llama.cpp's Phi-3 rule (`phi3_rstrip`) on each of them.
+fn added_tokens(tokens: &[String], types: &[i64], phi3_rstrip: bool) -> Vec<Value> {
+    let rstrip = |t: &str| phi3_rstrip && !matches!(t, "<unk>" | "<s>" | "<|endoftext|>");
     tokens
         .iter()
         .zip(types)
         .enumerate()
         .filter_map(|(i, (t, &ty))| match ty {
-            TOKEN_TYPE_CONTROL | TOKEN_TYPE_UNKNOWN => Some(added_token(i, t, true)),
-            TOKEN_TYPE_USER_DEFINED => Some(added_token(i, t, false)),
+            TOKEN_TYPE_CONTROL | TOKEN_TYPE_UNKNOWN => Some(added_token(i, t, true, rstrip(t))),
+            TOKEN_TYPE_USER_DEFINED => Some(added_token(i, t, false, rstrip(t))),
             _ => None,
         })
         .collect()
+}
+
+/// llama.cpp's Phi-3 rule (`llama-vocab.cpp`, keyed on `general.name` containing "phi-3" or
+/// "phi3", since nothing in the tokenizer metadata tells a Phi-3 vocabulary apart): whitespace
+/// after every special token but `<unk>`, `<s>` and `<|endoftext|>` is dropped (RSTRIP), as
+/// Phi-3's `rstrip=True` added tokens do in transformers. Another name keeps the whitespace.
+fn phi3_rstrip(info: &GgufInfo) -> bool {
+    info.get_str("general.name")
+        .map(str::to_lowercase)
+        .is_some_and(|n| n.contains("phi-3") || n.contains("phi3"))
 }
 
 /// BOS/EOS insertion for `add_special_tokens=true`, from `tokenizer.ggml.add_bos_token` /
@@ -400,7 +413,7 @@ fn byte_level(
     let mut pres: Vec<Value> = pre.regexes.iter().map(|r| split(r)).collect();
     pres.push(json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}));
     Ok(tokenizer_json(
-        added_tokens(tokens, types),
+        added_tokens(tokens, types, phi3_rstrip(info)),
         Value::Null,
         json!({"type": "Sequence", "pretokenizers": pres}),
         post_processor(info, tokens, pre.add_bos),
@@ -524,7 +537,7 @@ fn sentencepiece(info: &GgufInfo, tokens: &[String], types: &[i64]) -> Result<Va
         decoders.push(json!({"type": "Strip", "content": " ", "start": 1, "stop": 0}));
     }
     Ok(tokenizer_json(
-        added_tokens(&tokens, types),
+        added_tokens(&tokens, types, phi3_rstrip(info)),
         normalizer,
         Value::Null,
         post_processor(info, &tokens, true),

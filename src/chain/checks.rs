@@ -57,6 +57,7 @@ pub const CHECKS: &[&str] = &[
     "server.include-usage",
     "server.latency",
     "server.latency-baseline",
+    "server.latency-client",
     "server.latency-e2el",
     "server.latency-errors",
     "server.latency-itl",

@@ -4,6 +4,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokenizers::Tokenizer;
 
+use super::finding::{Boundary, Finding, Severity};
 use super::tokens::{decode, leading_count, show_tokens};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -24,6 +25,10 @@ pub enum DivergenceClass {
     RoleFormat,
     /// Same text, but a special token is one id on one side and several on the other.
     SpecialTokenSplit,
+    /// llama.cpp's SentencePiece space prefix: a `▁` before the text after every special
+    /// token, where transformers puts one at the start of the text only. Found by
+    /// re-tokenizing with transformers' rule ([`super::Pipeline::differs_by_space_prefix_only`]).
+    SpacePrefix,
     Other,
 }
 
@@ -37,6 +42,7 @@ impl DivergenceClass {
             DivergenceClass::SystemPrompt => "system-prompt",
             DivergenceClass::RoleFormat => "role-format",
             DivergenceClass::SpecialTokenSplit => "special-token-split",
+            DivergenceClass::SpacePrefix => "space-prefix",
             DivergenceClass::Other => "other",
         }
     }
@@ -230,4 +236,31 @@ fn has_prose(s: &str) -> bool {
         })
         .count()
         >= 3
+}
+
+/// A warning, not an error, for ids that differ only by a space prefix after special tokens:
+/// llama.cpp's SentencePiece `add_space_prefix` (`llama-vocab.cpp`: "prefix with space if
+/// previous is special"), or a legacy Llama tokenizer.json loaded as is (TGI). Every such
+/// deploy of a Llama-2-style vocabulary has it, and the text the model reads is the same:
+/// failing the gate on it would fail them all, so it is reported and left to the user to weigh.
+pub fn space_prefix_only(
+    boundary: Boundary,
+    id: &'static str,
+    n: usize,
+    total: usize,
+    what: &str,
+) -> Finding {
+    Finding::new(
+        boundary,
+        id,
+        Severity::Warning,
+        format!(
+            "{}: the stack's ids differ from the SFT ids in {n} of {total} {what}, only by a space prefix after special tokens (llama.cpp's, or a legacy tokenizer.json's)",
+            DivergenceClass::SpacePrefix.name()
+        ),
+    )
+    .with("class", DivergenceClass::SpacePrefix.name())
+    .with("why", "this stack puts a ▁ (space) before the text that follows every special token of a SentencePiece vocabulary (llama.cpp's add_space_prefix; a legacy tokenizer.json's Prepend normalizer); transformers puts one at the start of the text only. Re-tokenized with transformers' rule, the ids are identical")
+    .with("effect", "after each special token the model reads a ▁ token (or a word split differently) that it was not trained on; the text is the same, so replies usually hold, but check this server's snapshots and quality before relying on it")
+    .with("fix", "serve with a stack that tokenizes as transformers does (vLLM, SGLang, TGI, transformers serve), or fine-tune on ids tokenized the way llama.cpp does")
 }

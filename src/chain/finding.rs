@@ -1,10 +1,10 @@
 //! A finding is one check's verdict at one boundary. Reports order findings by boundary, so
 //! the first broken link of the chain is the first thing a person reads.
 use indexmap::IndexMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The links of the serving chain, in chain order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Boundary {
     Checkpoint,
@@ -34,7 +34,7 @@ impl Boundary {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// The check ran and found nothing wrong.
@@ -86,6 +86,46 @@ impl Finding {
         }
         self.evidence.insert(k, value.to_string());
         self
+    }
+}
+
+/// A finding read back (a sharded run's part), its check id one this chatgate reports.
+#[derive(Deserialize)]
+struct FindingData {
+    boundary: Boundary,
+    check: String,
+    severity: Severity,
+    message: String,
+    evidence: IndexMap<String, String>,
+}
+
+// By hand: a derive would tie the input's lifetime to the `&'static str` check id.
+impl<'de> Deserialize<'de> for Finding {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Finding, D::Error> {
+        Finding::try_from(FindingData::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl TryFrom<FindingData> for Finding {
+    type Error = String;
+    fn try_from(d: FindingData) -> Result<Finding, String> {
+        let check = super::checks::CHECKS
+            .iter()
+            .find(|c| **c == d.check)
+            .copied()
+            .ok_or_else(|| {
+                format!(
+                    "unknown check id {:?} (a part written by another chatgate version?)",
+                    d.check
+                )
+            })?;
+        Ok(Finding {
+            boundary: d.boundary,
+            check,
+            severity: d.severity,
+            message: d.message,
+            evidence: d.evidence,
+        })
     }
 }
 

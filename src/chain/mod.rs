@@ -43,6 +43,10 @@ pub struct Pipeline {
     pub strip_trailing: Option<String>,
     /// config.json's / generation_config.json's `bos_token_id`.
     pub config_bos: Option<u32>,
+    /// A tokenizer that puts a ▁ before every text fragment (llama.cpp's SentencePiece, a legacy
+    /// tokenizer.json as is): the same with transformers' prefix rule
+    /// ([`crate::stack::start_only_prefix`]).
+    pub start_only_prefix: Option<Tokenizer>,
 }
 
 impl Pipeline {
@@ -68,6 +72,23 @@ impl Pipeline {
             self.strip_trailing.as_deref(),
         );
         tokens::encode(&self.tokenizer, t, self.add_special_tokens)
+    }
+
+    /// The ids of `text` with a ▁ before every text fragment (llama.cpp's SentencePiece
+    /// `add_space_prefix`, applied after each special token too; a legacy tokenizer.json as is)
+    /// replaced by transformers' rule (a ▁ at the start of the text only); None when the stack
+    /// has no such prefix. Ids that equal the training ids only this way differ from them by
+    /// that prefix alone.
+    pub fn start_only_ids(&self, text: &str) -> Result<Option<Vec<u32>>> {
+        let Some(tok) = &self.start_only_prefix else {
+            return Ok(None);
+        };
+        let t = crate::stack::trim_added_specials(
+            text,
+            self.strip_leading.as_deref(),
+            self.strip_trailing.as_deref(),
+        );
+        tokens::encode(tok, t, self.add_special_tokens).map(Some)
     }
 
     /// The BOS id: the tokenizer's named bos_token, else config.json's `bos_token_id` (a
@@ -281,6 +302,7 @@ fn pipeline(
         strip_leading: feed.strip_leading,
         strip_trailing: feed.strip_trailing,
         config_bos: config_bos(model),
+        start_only_prefix: feed.start_only_prefix,
     })
 }
 
@@ -347,6 +369,7 @@ fn sft_side(suite: &Suite, model: &ModelDir, transformers: Option<&Pipeline>) ->
         strip_leading: None,
         strip_trailing: None,
         config_bos: config_bos(model),
+        start_only_prefix: None,
     })))
 }
 

@@ -3,7 +3,7 @@
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
-use super::diff::{diverge, first_difference, Divergence, DivergenceClass};
+use super::diff::{diverge, first_difference, space_prefix_only, Divergence, DivergenceClass};
 use super::lock::short;
 use super::tokens::{leading_count, show_tokens};
 use super::{
@@ -55,11 +55,13 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
     }
     let compared: Vec<_> = renders
         .iter()
-        .filter_map(|(c, (s, t))| t.as_ref().map(|t| (*c, s, t)))
+        .filter_map(|(c, (s, text, t))| t.as_ref().map(|t| (*c, s, text, t)))
         .collect();
-    out.push(bos_count(serving, &compared));
+    let ids_only: Vec<_> = compared.iter().map(|(c, s, _, t)| (*c, *s, *t)).collect();
+    out.push(bos_count(serving, &ids_only));
     let mut diverged = Vec::new();
-    for (conv, s, t) in &compared {
+    let mut prefix_only = Vec::new();
+    for (conv, s, text, t) in &compared {
         if let Some(d) = diverge(
             &serving.tokenizer,
             s,
@@ -68,14 +70,18 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
             serving.bos_id(),
             &conv.messages,
         ) {
-            diverged.push((conv.id.clone(), d));
+            if serving.start_only_ids(text)?.as_ref() == Some(*t) {
+                prefix_only.push((conv.id.clone(), d));
+            } else {
+                diverged.push((conv.id.clone(), d));
+            }
         }
     }
-    out.push(parity(&diverged, compared.len(), serving));
+    out.push(parity(&diverged, &prefix_only, compared.len(), serving));
     let clean: Vec<_> = compared
         .iter()
-        .filter(|(c, _, _)| !diverged.iter().any(|(id, _)| id == &c.id))
-        .map(|(c, _, t)| (*c, *t))
+        .filter(|(c, _, _, _)| !diverged.iter().any(|(id, _)| id == &c.id))
+        .map(|(c, _, _, t)| (*c, *t))
         .collect();
     out.push(generation_prompt(ctx, serving, &clean)?);
     out.extend(suffix_vs_sft(ctx, serving));
@@ -134,17 +140,20 @@ fn suffix_vs_sft(ctx: &Context, serving: &Pipeline) -> Option<Finding> {
 }
 
 type Ids = Vec<u32>;
+/// A conversation's serving ids and rendered text, and its SFT ids when the SFT side has them.
+type Both = (Ids, String, Option<Ids>);
 
-/// Serving ids and SFT ids (when the SFT side can produce them) of a whole conversation.
+/// Serving ids and text, and SFT ids (when the SFT side can produce them), of a whole
+/// conversation.
 /// The outer Result is bad input (a template that exhausts its limits); the inner one is a
 /// template that raises on this conversation.
 fn render_both(
     ctx: &Context,
     serving: &Pipeline,
     conv: &Conversation,
-) -> Result<Result<(Ids, Option<Ids>), String>> {
-    let s = match serving.render(&conv.messages, conv.tools.as_deref(), false) {
-        Ok(r) => serving.ids(&r.text)?,
+) -> Result<Result<Both, String>> {
+    let (s, text) = match serving.render(&conv.messages, conv.tools.as_deref(), false) {
+        Ok(r) => (serving.ids(&r.text)?, r.text),
         Err(e) => {
             if let Some(bad) = limit_is_bad_input(&serving.origin, &e) {
                 return Err(bad);
@@ -167,7 +176,7 @@ fn render_both(
         }
         _ => None,
     };
-    Ok(Ok((s, t)))
+    Ok(Ok((s, text, t)))
 }
 
 fn vs_lock(ctx: &Context, serving: &Pipeline) -> Finding {
@@ -274,8 +283,20 @@ fn bos_count(serving: &Pipeline, compared: &[(&Conversation, &Ids, &Ids)]) -> Fi
     .with("add_special_tokens (serving)", serving.add_special_tokens)
 }
 
-fn parity(diverged: &[(String, Divergence)], total: usize, serving: &Pipeline) -> Finding {
+fn parity(
+    diverged: &[(String, Divergence)],
+    prefix_only: &[(String, Divergence)],
+    total: usize,
+    serving: &Pipeline,
+) -> Finding {
     const ID: &str = "template.parity";
+    let with_prefix_count = |f: Finding| match prefix_only.len() {
+        0 => f,
+        n => f.with(
+            "differing only by a space prefix (warning class space-prefix)",
+            n,
+        ),
+    };
     if total == 0 {
         return Finding::new(
             Template,
@@ -285,6 +306,14 @@ fn parity(diverged: &[(String, Divergence)], total: usize, serving: &Pipeline) -
         );
     }
     let Some((id, d)) = diverged.first() else {
+        if let Some((id, d)) = prefix_only.first() {
+            return space_prefix_only(Template, ID, prefix_only.len(), total, "conversations")
+                .with("first conversation", id)
+                .with("first difference at token", d.position)
+                .with("serving", &d.serving_context)
+                .with("sft", &d.sft_context)
+                .with("serving template", &serving.origin);
+        }
         return Finding::pass(
             Template,
             ID,
@@ -297,27 +326,29 @@ fn parity(diverged: &[(String, Divergence)], total: usize, serving: &Pipeline) -
     let mut classes: Vec<&str> = diverged.iter().map(|(_, d)| d.class.name()).collect();
     classes.sort();
     classes.dedup();
-    Finding::new(
-        Template,
-        ID,
-        Severity::Error,
-        format!(
-            "{}: the serving render differs from the SFT ids in {} of {total} conversations",
-            d.class.name(),
-            diverged.len()
-        ),
+    with_prefix_count(
+        Finding::new(
+            Template,
+            ID,
+            Severity::Error,
+            format!(
+                "{}: the serving render differs from the SFT ids in {} of {total} conversations",
+                d.class.name(),
+                diverged.len()
+            ),
+        )
+        .with("class", d.class.name())
+        .with("first conversation", id)
+        .with("first difference at token", d.position)
+        .with("serving", &d.serving_context)
+        .with("sft", &d.sft_context)
+        .with(
+            "lengths (serving/sft)",
+            format!("{}/{}", d.serving_len, d.sft_len),
+        )
+        .with("classes seen", classes.join(", "))
+        .with("serving template", &serving.origin),
     )
-    .with("class", d.class.name())
-    .with("first conversation", id)
-    .with("first difference at token", d.position)
-    .with("serving", &d.serving_context)
-    .with("sft", &d.sft_context)
-    .with(
-        "lengths (serving/sft)",
-        format!("{}/{}", d.serving_len, d.sft_len),
-    )
-    .with("classes seen", classes.join(", "))
-    .with("serving template", &serving.origin)
 }
 
 /// For every assistant turn: the prompt the server builds (messages before it, with the
@@ -343,7 +374,15 @@ fn generation_prompt(
                 continue; // an opening assistant message has no prompt before it
             }
             let prompt = match serving.render(&conv.messages[..k], conv.tools.as_deref(), true) {
-                Ok(r) => serving.ids(&r.text)?,
+                Ok(r) => {
+                    let ids = serving.ids(&r.text)?;
+                    // llama.cpp's space prefix alone is template.parity's warning, not a
+                    // generation-prompt fault: compare what remains once it is undone.
+                    match serving.start_only_ids(&r.text)? {
+                        Some(alt) if alt != ids => (ids, Some(alt)),
+                        _ => (ids, None),
+                    }
+                }
                 Err(e) => match limit_is_bad_input(&serving.origin, &e) {
                     Some(bad) => return Err(bad),
                     None => continue, // a template may refuse a prefix (e.g. "must end with user"); reported by template.render if it matters
@@ -369,6 +408,14 @@ fn generation_prompt(
                     // Golden ids without a mask: the serving prompt must at least be a prefix (TRL's check).
                     _ => {
                         checked += 1;
+                        let prompt = match prompt {
+                            (ids, Some(alt))
+                                if !sft_ids.starts_with(&ids) && sft_ids.starts_with(&alt) =>
+                            {
+                                alt
+                            }
+                            (ids, _) => ids,
+                        };
                         if !sft_ids.starts_with(&prompt) {
                             return Ok(prompt_finding(
                                 serving,
@@ -405,6 +452,10 @@ fn generation_prompt(
                 },
             };
             checked += 1;
+            let prompt = match prompt {
+                (_, Some(alt)) if alt == expected => alt,
+                (ids, _) => ids,
+            };
             if prompt != expected {
                 let at = first_difference(&prompt, expected).unwrap_or(0);
                 return Ok(prompt_finding(

@@ -4,6 +4,7 @@
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
+use super::diff::space_prefix_only;
 use super::lock::short;
 use super::probe::{PROBE_CORPUS, PROBE_VERSION};
 use super::tokens::{decode, encode, show_tokens, single_id};
@@ -316,6 +317,20 @@ fn golden_reencode(ctx: &Context, raw: &Tokenizer) -> Result<Vec<Finding>> {
             _ => encode(tok, text, false),
         }
     };
+    // The same, with transformers' SentencePiece prefix rule in place of llama.cpp's.
+    let reencode_start_only = |text: &str| -> Result<Option<Vec<u32>>> {
+        match &ctx.serving {
+            Some(p) if p.strip_leading.is_some() || p.strip_trailing.is_some() => {
+                p.start_only_ids(text)
+            }
+            Some(p) => p
+                .start_only_prefix
+                .as_ref()
+                .map(|v| encode(v, text, false))
+                .transpose(),
+            None => Ok(None),
+        }
+    };
     let golden: Vec<_> = ctx
         .conversations
         .iter()
@@ -325,6 +340,7 @@ fn golden_reencode(ctx: &Context, raw: &Tokenizer) -> Result<Vec<Finding>> {
         return Ok(vec![]);
     }
     let mut failures = Vec::new();
+    let mut prefix_only = Vec::new();
     for (id, ids) in &golden {
         let text = decode(tok, ids);
         let again = reencode(&text)?;
@@ -334,10 +350,33 @@ fn golden_reencode(ctx: &Context, raw: &Tokenizer) -> Result<Vec<Finding>> {
                 .zip(&again)
                 .position(|(a, b)| a != b)
                 .unwrap_or(ids.len().min(again.len()));
-            failures.push((id.to_string(), at, ids.to_vec(), again));
+            let row = (id.to_string(), at, ids.to_vec(), again);
+            if reencode_start_only(&text)?.as_ref() == Some(*ids) {
+                prefix_only.push(row);
+            } else {
+                failures.push(row);
+            }
         }
     }
+    let show = |(id, at, want, got): &(String, usize, Vec<u32>, Vec<u32>), f: Finding| {
+        let lo = at.saturating_sub(2);
+        f.with("stack", ctx.stack)
+            .with("first row", id)
+            .with("first difference at token", at)
+            .with(
+                "SFT ids",
+                show_tokens(tok, &want[lo..(at + 3).min(want.len())]),
+            )
+            .with(
+                "re-encoded",
+                show_tokens(tok, &got[lo..(at + 3).min(got.len())]),
+            )
+    };
     if failures.is_empty() {
+        if let Some(first) = prefix_only.first() {
+            let f = space_prefix_only(Tok, ID, prefix_only.len(), golden.len(), "golden rows");
+            return Ok(vec![show(first, f)]);
+        }
         return Ok(vec![Finding::pass(
             Tok,
             ID,
@@ -347,9 +386,7 @@ fn golden_reencode(ctx: &Context, raw: &Tokenizer) -> Result<Vec<Finding>> {
             ),
         )]);
     }
-    let (id, at, want, got) = &failures[0];
-    let lo = at.saturating_sub(2);
-    Ok(vec![Finding::new(
+    let mut f = Finding::new(
         Tok,
         ID,
         Severity::Error,
@@ -358,18 +395,14 @@ fn golden_reencode(ctx: &Context, raw: &Tokenizer) -> Result<Vec<Finding>> {
             failures.len(),
             golden.len()
         ),
-    )
-    .with("stack", ctx.stack)
-    .with("first row", id)
-    .with("first difference at token", at)
-    .with(
-        "SFT ids",
-        show_tokens(tok, &want[lo..(at + 3).min(want.len())]),
-    )
-    .with(
-        "re-encoded",
-        show_tokens(tok, &got[lo..(at + 3).min(got.len())]),
-    )])
+    );
+    if !prefix_only.is_empty() {
+        f = f.with(
+            "differing only by a space prefix (warning class space-prefix)",
+            prefix_only.len(),
+        );
+    }
+    Ok(vec![show(&failures[0], f)])
 }
 
 /// config.json vocab_size vs the tokenizer's size (added tokens included). A tokenizer with more

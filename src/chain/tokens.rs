@@ -20,7 +20,14 @@ pub fn decode(tok: &Tokenizer, ids: &[u32]) -> String {
 /// A readable view of a few tokens: `'<|im_start|>' 'user' '\n'`.
 pub fn show_tokens(tok: &Tokenizer, ids: &[u32]) -> String {
     ids.iter()
-        .map(|&id| format!("{id}:{:?}", decode(tok, &[id])))
+        .map(|&id| {
+            // A decoder may strip a lone token to nothing (SentencePiece's `▁`): show its piece.
+            let text = decode(tok, &[id]);
+            match tok.id_to_token(id) {
+                Some(piece) if text.is_empty() => format!("{id}:{piece:?}"),
+                _ => format!("{id}:{text:?}"),
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -129,8 +129,8 @@ async fn bench(a: BenchArgs) -> Result<i32> {
     match a.mode {
         Mode::Smoke => {
             let progress = Progress::new(a.format == Format::Text);
-            let m = latency::run(
-                &suite, &spec, &target, &prompts, &section, a.update, &progress,
+            let (m, _) = latency::run(
+                &suite, &spec, &target, &prompts, &section, a.update, None, &progress,
             )
             .await?;
             progress.finish();
@@ -176,7 +176,7 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                 ArrivalKind::Gamma => Arrival::Gamma { shape: a.shape },
             };
             let schedule = Schedule::generate(a.requests, a.rate, arrival, a.seed)?;
-            let (summary, rows, unreachable) = latency::load(
+            let (summary, rows, unreachable, client) = latency::load(
                 &suite,
                 &target,
                 &prompts,
@@ -186,7 +186,9 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                 section.slo.as_ref(),
             )
             .await;
-            let doc = json!({"mode": "load", "target": spec.display(), "schedule": schedule, "summary": summary, "latency": rows, "percentiles": PERCENTILE_METHOD, "definitions": crate::latency::definitions()});
+            let in_process = matches!(spec, spec::TargetSpec::Candle(_));
+            let behind = client.unreliable(in_process);
+            let doc = json!({"mode": "load", "target": spec.display(), "schedule": schedule, "summary": summary, "client": client, "unreliable": behind, "latency": rows, "percentiles": PERCENTILE_METHOD, "definitions": crate::latency::definitions()});
             let achieved = if summary.duration_s > 0.0 {
                 summary.requests as f64 / summary.duration_s
             } else {
@@ -212,6 +214,11 @@ async fn bench(a: BenchArgs) -> Result<i32> {
             }
             if let Some(w) = &summary.drift_warning {
                 line.push_str(&format!("\nwarning: {w}"));
+            }
+            if let Some(w) = &behind {
+                line.push_str(&format!(
+                    "\nwarning: the latency figures are unreliable: {w}; they time the client as much as the server"
+                ));
             }
             emit(&a, &doc, &rows, &line)?;
             if let Some(why) = &unreachable {

@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::Format;
 use crate::error::Result;
+use crate::gate::shard::Shard;
 use crate::gate::{self, GateOptions};
 use crate::report::{self, GateReport};
 
@@ -21,6 +22,39 @@ pub struct GateArgs {
     /// (the explicit accept; without it nothing accepted is ever overwritten).
     #[arg(long)]
     pub update: bool,
+    #[command(flatten)]
+    pub reports: ReportArgs,
+    /// No progress bar (it is only ever shown on a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Stop the whole run after this many seconds and exit 3 (default: the suite's
+    /// [target] deadline_s; each request also has its own timeouts).
+    #[arg(long, value_name = "SECONDS")]
+    pub deadline: Option<f64>,
+    /// Run shard K of N: replay prompts and latency requests are dealt round-robin, the offline
+    /// and online chains run in shard 1. Needs --part; `chatgate merge` joins the parts.
+    #[arg(long, value_name = "K/N", requires = "part")]
+    pub shard: Option<Shard>,
+    /// Write this shard's part (findings, prompt results, raw latency samples) here.
+    #[arg(long, value_name = "FILE", requires = "shard")]
+    pub part: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct MergeArgs {
+    /// The part files of shards 1..N of one run.
+    #[arg(required = true, value_name = "PART")]
+    pub parts: Vec<PathBuf>,
+    /// The suite file, when not at the path the parts name (the shards' working folder).
+    #[arg(long, value_name = "SUITE")]
+    pub suite: Option<PathBuf>,
+    #[command(flatten)]
+    pub reports: ReportArgs,
+}
+
+/// Where a gate's report goes (the gate's and the merge's).
+#[derive(Args)]
+pub struct ReportArgs {
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
     /// Also write a JUnit XML report here (for CI test tabs).
@@ -32,13 +66,6 @@ pub struct GateArgs {
     /// Also write a self-contained HTML report with latency CDF plots here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// No progress bar (it is only ever shown on a terminal).
-    #[arg(long)]
-    pub no_progress: bool,
-    /// Stop the whole run after this many seconds and exit 3 (default: the suite's
-    /// [target] deadline_s; each request also has its own timeouts).
-    #[arg(long, value_name = "SECONDS")]
-    pub deadline: Option<f64>,
 }
 
 pub fn run(a: GateArgs) -> Result<i32> {
@@ -46,33 +73,42 @@ pub fn run(a: GateArgs) -> Result<i32> {
         suite: a.suite.clone(),
         target: a.target.clone(),
         update: a.update,
-        progress: !a.no_progress && a.format == Format::Text,
+        progress: !a.no_progress && a.reports.format == Format::Text,
         deadline_s: a.deadline,
+        shard: a.shard,
+        part: a.part.clone(),
     };
     let report = super::runtime()?.block_on(gate::run_bounded(&opts))?;
-    write_reports(&a, &report)?;
-    match a.format {
-        Format::Json => println!(
-            "{}",
-            redact(&serde_json::to_string_pretty(&report::gate_json(&report)).unwrap_or_default())
-        ),
-        Format::Text => print!(
-            "{}",
-            redact(&report::gate_terminal(&report, report::use_colour()))
-        ),
-    }
+    emit(&a.reports, &report)?;
     Ok(report.exit_code)
 }
 
-fn write_reports(a: &GateArgs, r: &GateReport) -> Result<()> {
-    if let Some(p) = &a.junit {
-        write(p, &report::junit::render(r)?)?;
+pub fn merge(a: MergeArgs) -> Result<i32> {
+    let report = crate::gate::shard::merge(&a.parts, a.suite.as_deref())?;
+    emit(&a.reports, &report)?;
+    Ok(report.exit_code)
+}
+
+/// The report on stdout in the chosen format, and the files asked for.
+fn emit(to: &ReportArgs, report: &GateReport) -> Result<()> {
+    if let Some(p) = &to.junit {
+        write(p, &report::junit::render(report)?)?;
     }
-    if let Some(p) = &a.markdown {
-        write(p, &report::markdown::render(r))?;
+    if let Some(p) = &to.markdown {
+        write(p, &report::markdown::render(report))?;
     }
-    if let Some(p) = &a.html {
-        write(p, &report::html::render(r))?;
+    if let Some(p) = &to.html {
+        write(p, &report::html::render(report))?;
+    }
+    match to.format {
+        Format::Json => println!(
+            "{}",
+            redact(&serde_json::to_string_pretty(&report::gate_json(report)).unwrap_or_default())
+        ),
+        Format::Text => print!(
+            "{}",
+            redact(&report::gate_terminal(report, report::use_colour()))
+        ),
     }
     Ok(())
 }

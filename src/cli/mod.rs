@@ -96,9 +96,25 @@ Exit 0 pass, 1 regression, 2 bad input, 3 target unreachable or timed out.",
   chatgate gate suites/smoke.toml                                   the embedded model in-process
   chatgate gate suites/smoke.toml --target http://127.0.0.1:8000    a running server
   chatgate gate suites/smoke.toml --markdown \"$GITHUB_STEP_SUMMARY\" --junit gate.xml
-  chatgate review suites/smoke.toml                                 then review what changed"
+  chatgate review suites/smoke.toml                                 then review what changed
+  chatgate gate suites/smoke.toml --shard 2/3 --part part-2.json    one runner's share; then chatgate merge"
     )]
     Gate(gate::GateArgs),
+    /// Merge the parts of a sharded gate run into the report one unsharded run gives.
+    #[command(
+        long_about = "Merge the parts `chatgate gate SUITE --shard K/N --part FILE` wrote on N runners into one \
+report: the same verdict, findings, snapshot results and latency figures an unsharded run of the same work gives. \
+The replay verdict and every latency percentile and verdict are recomputed from all shards' prompt results and raw \
+samples (never averaged percentiles); the offline and online chains come from shard 1, which ran them.\n\n\
+Every shard 1..N must be there exactly once, from one run (same suite file bytes, target, prompts and chatgate \
+version); anything else is refused by name (exit 2). The suite file the parts name is read for its [latency] and \
+[server] settings (--suite when the merge runs elsewhere). Exit codes as for gate.",
+        after_help = "Example (a CI matrix of 3 runners, then one merge job):\n  \
+chatgate gate suites/smoke.toml --shard 1/3 --part part-1.json   # on runner 1 (2/3, 3/3 on the others)\n  \
+chatgate merge part-*.json --junit gate.xml --markdown \"$GITHUB_STEP_SUMMARY\"\n\n\
+Workflows: examples/github-actions-sharded.yml, examples/k8s-indexed-job.yaml"
+    )]
+    Merge(gate::MergeArgs),
     /// Latency on its own: smoke (closed loop vs the baseline) or load (open loop, seeded arrivals).
     #[command(
         long_about = "Measure latency as METRICS.md defines it (TTFT, TTFC, TPOT, ITL, ICL, E2EL, NTPOT, \
@@ -263,6 +279,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Lock(a) => check::run_lock(a),
         Command::Serve(a) => serve::run(a),
         Command::Gate(a) => gate::run(a),
+        Command::Merge(a) => gate::merge(a),
         Command::Bench(a) => bench::run(a),
         Command::Review(a) => snapshots::run_review(a),
         Command::Accept(a) => snapshots::run_accept(a),

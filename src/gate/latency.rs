@@ -1,15 +1,19 @@
 //! The latency stage: the replay prompts, streamed, in a closed loop (concurrency c, R repeats,
 //! warm-up first), measured as METRICS.md defines it and compared with the baseline stored for
 //! this kind of target under `snapshots/<suite>/latency/`. `--update` records a new baseline.
+use std::path::PathBuf;
 use std::time::Instant;
 
 use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
 
 use crate::chain::{Boundary::Server, Finding, Severity};
 use crate::error::Result;
+use crate::latency::client::{ClientHealth, Watch};
 use crate::latency::{
     closed_loop, compare_baseline, latency_row, scenario_samples, Baseline, CompareOptions,
-    Environment, Metric, Outcome, RequestMetrics, RunSummary, Scenarios, Settings, Status,
+    Environment, Metric, RequestMetrics, RunSummary, Sample, Scenarios, Settings, Status,
+    WallClock,
 };
 use crate::replay::{Prompt, Record};
 use crate::report::{LatencyRow, LatencyTotals};
@@ -18,6 +22,7 @@ use crate::target::openai::CallError;
 use crate::target::spec::{Target, TargetSpec};
 
 use super::progress::Progress;
+use super::shard::Shard;
 
 /// The metrics a closed-loop run reports (sends are never held back, so the schedule-relative
 /// ones add nothing).
@@ -53,27 +58,66 @@ pub struct Measured {
     pub unreachable: Option<String>,
 }
 
+/// What the latency stage measured, as plain data: a shard writes it into its part, and the
+/// merge judges the union exactly as one run judges its own ([`judge`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LatencyData {
+    /// The measured requests (this shard's, or all of them).
+    pub samples: Vec<Sample>,
+    /// The replayed prompt ids in order: request i replays `prompts[i % len]`.
+    pub prompts: Vec<String>,
+    /// Requests in the whole run (every shard's): prompts × repeats.
+    pub planned: usize,
+    /// The baseline's label and file, and the baseline as it was read (None: there is none).
+    pub label: String,
+    pub baseline_path: PathBuf,
+    pub baseline: Option<Baseline>,
+    /// Where this was measured (with its calibration), for the machine-speed comparison.
+    pub environment: Environment,
+    /// The in-process target: the machine is the server, so a machine change is calibrated.
+    pub in_process: bool,
+    /// The `[replay] max_tokens` the baseline records.
+    pub max_tokens: Option<u32>,
+    /// Whether the client kept up while it measured (the worst shard's, merged).
+    #[serde(default)]
+    pub client: Option<ClientHealth>,
+}
+
 /// Why a run reached nothing: every request failed without the server answering (refused,
 /// timed out, turned away with 429/503, or the connection closed with nothing received). Another
 /// status or a malformed answer is a server that answered: a regression, not an unreachable
 /// target.
-pub fn unreachable_reason(outcomes: &[Outcome<CallError>]) -> Option<String> {
-    let mut first = None;
-    for o in outcomes {
-        match &o.result {
-            Ok(_) => return None,
-            Err(e) if e.unreachable() || e.overloaded() => {
-                first = first.or_else(|| Some(e.to_string()))
-            }
-            Err(e @ CallError::Interrupted { partial, .. }) if partial.text.is_empty() => {
-                first = first.or_else(|| Some(e.to_string()))
-            }
-            Err(_) => return None,
-        }
+pub fn unreachable_reason(samples: &[Sample]) -> Option<String> {
+    if samples
+        .iter()
+        .any(|s| s.metrics.is_some() || !s.unreachable)
+    {
+        return None;
     }
-    first.map(|e| format!("no request of {} got an answer: {e}", outcomes.len()))
+    let first = samples.first()?.error.clone().unwrap_or_default();
+    Some(format!(
+        "no request of {} got an answer: {first}",
+        samples.len()
+    ))
 }
 
+/// Whether an error means the target was not reached at all.
+fn reached_nothing(e: &CallError) -> bool {
+    match e {
+        CallError::Interrupted { partial, .. } => partial.text.is_empty(),
+        e => e.unreachable() || e.overloaded(),
+    }
+}
+
+/// The requests of a latency run that `shard` sends (all of them without one).
+pub fn owned(planned: usize, shard: Option<Shard>) -> Vec<usize> {
+    (0..planned)
+        .filter(|&i| shard.is_none_or(|s| s.owns(i)))
+        .collect()
+}
+
+/// Measure, then judge; `--update` records the baseline from this run.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     suite: &Suite,
     spec: &TargetSpec,
@@ -81,38 +125,95 @@ pub async fn run(
     prompts: &[Prompt],
     section: &LatencySection,
     update: bool,
+    shard: Option<Shard>,
     progress: &Progress,
-) -> Result<Measured> {
+) -> Result<(Measured, LatencyData)> {
+    let data = measure(suite, spec, target, prompts, section, shard, progress).await?;
+    let measured = judge(&data, section, update);
+    if update {
+        let settings = Settings {
+            repeats: section.repeats.unwrap_or(3).max(1),
+            concurrency: section.concurrency.unwrap_or(1),
+            warmup: section.warmup.unwrap_or(1),
+            max_tokens: data.max_tokens,
+        };
+        let env = data.environment.clone();
+        Baseline::new(env, settings, scenarios(&data)).write(&data.baseline_path)?;
+    }
+    Ok((measured, data))
+}
+
+/// The closed loop over this shard's requests (warm-up first), as samples.
+pub async fn measure(
+    suite: &Suite,
+    spec: &TargetSpec,
+    target: &Target,
+    prompts: &[Prompt],
+    section: &LatencySection,
+    shard: Option<Shard>,
+    progress: &Progress,
+) -> Result<LatencyData> {
     let repeats = section.repeats.unwrap_or(3).max(1);
-    let n = prompts.len() * repeats;
-    progress.stage("latency", n as u64);
-    let outcomes = closed_loop(
-        n,
-        section.concurrency.unwrap_or(1),
-        section.warmup.unwrap_or(1),
-        |i, _t: Instant| timed_request(target, prompts, i),
-    )
-    .await;
+    let planned = prompts.len() * repeats;
+    let mine = owned(planned, shard);
+    progress.stage("latency", mine.len() as u64);
+    let clock = WallClock::now();
+    let watch = Watch::start();
+    // More shards than requests leaves some with none (and nothing to warm up with).
+    let outcomes = if mine.is_empty() {
+        Vec::new()
+    } else {
+        closed_loop(
+            mine.len(),
+            section.concurrency.unwrap_or(1),
+            section.warmup.unwrap_or(1),
+            |j, _t: Instant| timed_request(target, prompts, mine[j]),
+        )
+        .await
+    };
+    let client = watch.finish().await;
     for _ in &outcomes {
         progress.step("");
     }
     let count = n_out_counter(suite);
-    let summary = RunSummary::from(&outcomes, section.slo.as_ref(), &count);
-    let measured = per_request(&outcomes, &count);
-    let scenarios = scenarios(prompts, &measured);
-
+    let samples = outcomes
+        .iter()
+        .map(|o| Sample::measured(o, mine[o.index], &count, reached_nothing, &clock))
+        .collect();
     let label = section
         .baseline
         .clone()
         .unwrap_or_else(|| spec.label().to_string());
-    let path = Baseline::path(&suite.snapshot_dir, &label);
-    let recorded = Baseline::read(&path)?;
-    let here = Environment::current(spec.label(), Some(crate::target::spec::model_name(suite)));
+    let baseline_path = Baseline::path(&suite.snapshot_dir, &label);
+    Ok(LatencyData {
+        samples,
+        prompts: prompts.iter().map(|p| p.id.clone()).collect(),
+        planned,
+        label,
+        baseline: Baseline::read(&baseline_path)?,
+        baseline_path,
+        environment: Environment::current(
+            spec.label(),
+            Some(crate::target::spec::model_name(suite)),
+        ),
+        in_process: matches!(spec, TargetSpec::Candle(_)),
+        max_tokens: suite.file.replay.as_ref().and_then(|r| r.max_tokens),
+        client: Some(client),
+    })
+}
+
+/// Rows, verdicts against the baseline, SLOs and errors, from the samples alone.
+pub fn judge(data: &LatencyData, section: &LatencySection, update: bool) -> Measured {
+    let summary = RunSummary::from_samples(&data.samples, section.slo.as_ref());
+    let measured = metrics_of(&data.samples);
+    let scenarios = scenarios(data);
+    let recorded = &data.baseline;
+    let here = &data.environment;
     let machine = recorded
         .as_ref()
-        .and_then(|b| MachineChange::of(b, &here, spec));
+        .and_then(|b| MachineChange::of(b, here, data.in_process));
     // The in-process verdict compares with the baseline as it would read on this machine.
-    let baseline = match (&recorded, &machine) {
+    let baseline = match (recorded, &machine) {
         (Some(b), Some(m)) if m.calibrated => Some(b.scaled(m.ratio)),
         _ => recorded.clone(),
     };
@@ -143,9 +244,26 @@ pub async fn run(
             rows.push(row);
         }
     }
+    let path = &data.baseline_path;
+    // A client that fell behind timed itself: its figures are not judged as the server's.
+    let behind: Vec<String> = [
+        summary.drift_warning.clone(),
+        data.client
+            .as_ref()
+            .and_then(|c| c.unreliable(data.in_process)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let unreliable = (!behind.is_empty()).then(|| behind.join("; "));
+    findings.push(client_finding(data.client.as_ref(), unreliable.as_deref()));
     for v in verdicts.iter().filter(|v| v.scenario.is_none()) {
         let id = check_id(v.metric);
         let (severity, phrase) = match v.verdict.status {
+            Status::Regression if unreliable.is_some() => (
+                Severity::Warning,
+                "looks regressed, not judged: the client fell behind (server.latency-client)",
+            ),
             Status::Regression => (Severity::Error, "regressed"),
             Status::Noise => (Severity::Info, "is slower, within the measured noise"),
             Status::Ok => (Severity::Pass, "is within tolerance of the baseline"),
@@ -161,13 +279,13 @@ pub async fn run(
         findings.push(f.with("baseline", path.display()));
     }
     findings.extend(baseline_status(
-        &path,
+        path,
         recorded.as_ref(),
-        &here,
-        &label,
+        here,
+        &data.label,
         update,
     ));
-    if let (Some(raw), Some(m), false) = (&recorded, &machine, update) {
+    if let (Some(raw), Some(m), false) = (recorded, &machine, update) {
         findings.push(m.finding(raw, &measured));
     }
     findings.extend(slo(section, &summary));
@@ -179,26 +297,46 @@ pub async fn run(
             format!(
                 "{} of {} latency requests failed",
                 summary.errors,
-                outcomes.len()
+                data.samples.len()
             ),
         ));
     }
-    if update {
-        let env = here;
-        let settings = Settings {
-            repeats,
-            concurrency: section.concurrency.unwrap_or(1),
-            warmup: section.warmup.unwrap_or(1),
-            max_tokens: suite.file.replay.as_ref().and_then(|r| r.max_tokens),
-        };
-        Baseline::new(env, settings, scenarios).write(&path)?;
-    }
-    Ok(Measured {
+    let mut totals = summary.totals();
+    totals.unreliable = unreliable;
+    Measured {
         findings,
         rows,
-        totals: summary.totals(),
-        unreachable: unreachable_reason(&outcomes),
-    })
+        totals,
+        unreachable: unreachable_reason(&data.samples),
+    }
+}
+
+/// `server.latency-client`: whether the client kept up (event loop, CPU, send drift).
+fn client_finding(client: Option<&ClientHealth>, unreliable: Option<&str>) -> Finding {
+    const ID: &str = "server.latency-client";
+    let mut f = match unreliable {
+        Some(why) => Finding::new(
+            Server,
+            ID,
+            Severity::Warning,
+            format!("the latency figures are unreliable: {why}; they time the client as much as the server"),
+        )
+        .with("fix", "measure from a less loaded machine, lower the concurrency, or split the run across runners (--shard K/N)"),
+        None => Finding::pass(Server, ID, "the client kept up while it measured"),
+    };
+    if let Some(c) = client {
+        f = f.with(
+            "event-loop lag",
+            format!(
+                "p99 {:.2} ms, worst {:.2} ms",
+                c.loop_lag_p99_ms, c.loop_lag_max_ms
+            ),
+        );
+        if let Some(cpu) = c.cpu_cores {
+            f = f.with("client CPU", format!("{cpu:.2} of {} cores", c.cores));
+        }
+    }
+    f
 }
 
 /// Request i of a latency run: the prompts in turn, streamed (so every event is timed), without
@@ -283,11 +421,11 @@ struct MachineChange {
 }
 
 impl MachineChange {
-    fn of(b: &Baseline, here: &Environment, spec: &TargetSpec) -> Option<MachineChange> {
+    fn of(b: &Baseline, here: &Environment, in_process: bool) -> Option<MachineChange> {
         let ratio = b.environment.speed_ratio(here)?;
         (!crate::latency::calibrate::same_speed(ratio)).then_some(MachineChange {
             ratio,
-            calibrated: matches!(spec, TargetSpec::Candle(_)),
+            calibrated: in_process,
         })
     }
 
@@ -362,42 +500,45 @@ pub async fn load(
     warmup: usize,
     max_in_flight: usize,
     slo: Option<&crate::suite::MetricMs>,
-) -> (RunSummary, Vec<LatencyRow>, Option<String>) {
+) -> (RunSummary, Vec<LatencyRow>, Option<String>, ClientHealth) {
+    let clock = WallClock::now();
+    let watch = Watch::start();
     let outcomes = crate::latency::open_loop(schedule, warmup, max_in_flight, |i, _t: Instant| {
         timed_request(target, prompts, i)
     })
     .await;
+    let client = watch.finish().await;
     let count = n_out_counter(suite);
-    let summary = RunSummary::from(&outcomes, slo, &count);
-    let measured = per_request(&outcomes, &count);
+    let samples: Vec<Sample> = outcomes
+        .iter()
+        .map(|o| Sample::measured(o, o.index, &count, reached_nothing, &clock))
+        .collect();
+    let summary = RunSummary::from_samples(&samples, slo);
+    let measured = metrics_of(&samples);
     let rows = LOAD_ROWS
         .into_iter()
-        .filter_map(|m| latency_row(m, &samples(&measured, m), None, None))
+        .filter_map(|m| latency_row(m, &self::samples(&measured, m), None, None))
         .collect();
-    (summary, rows, unreachable_reason(&outcomes))
+    (summary, rows, unreachable_reason(&samples), client)
 }
 
-/// Each measured request's metrics, computed once, with its request index.
-fn per_request(
-    outcomes: &[crate::latency::Outcome<CallError>],
-    count: &impl Fn(&str) -> Option<usize>,
-) -> Vec<(usize, RequestMetrics)> {
-    outcomes
+/// Each successful request's metrics with its index in the whole run, in index order (the
+/// order one unsharded run measures them in, which the seeded comparison depends on).
+fn metrics_of(samples: &[Sample]) -> Vec<(usize, RequestMetrics)> {
+    let mut out: Vec<(usize, RequestMetrics)> = samples
         .iter()
-        .filter_map(|o| {
-            o.result
-                .as_ref()
-                .ok()
-                .map(|r: &Record| (o.index, RequestMetrics::from_record(r, count)))
-        })
-        .collect()
+        .filter_map(|s| s.metrics.clone().map(|m| (s.index, m)))
+        .collect();
+    out.sort_by_key(|(i, _)| *i);
+    out
 }
 
 /// Per prompt id, the gated metrics' samples of its measured requests.
-fn scenarios(prompts: &[Prompt], measured: &[(usize, RequestMetrics)]) -> Scenarios {
+fn scenarios(data: &LatencyData) -> Scenarios {
+    let measured = metrics_of(&data.samples);
     let mut per: IndexMap<String, Vec<&RequestMetrics>> = IndexMap::new();
-    for (i, m) in measured {
-        per.entry(prompts[i % prompts.len()].id.clone())
+    for (i, m) in &measured {
+        per.entry(data.prompts[i % data.prompts.len()].clone())
             .or_default()
             .push(m);
     }

@@ -7,7 +7,9 @@
 pub mod latency;
 pub mod progress;
 pub mod replay;
+pub mod shard;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -34,29 +36,79 @@ pub struct GateOptions {
     pub progress: bool,
     /// `--deadline`: the whole run's budget in seconds (overrides `[target] deadline_s`).
     pub deadline_s: Option<f64>,
+    /// `--shard K/N`: run this shard's share of the work ([`shard`]).
+    pub shard: Option<shard::Shard>,
+    /// `--part FILE`: write what the merge needs (with `--shard`).
+    pub part: Option<PathBuf>,
+}
+
+/// Checks the merge of sharded parts recomputes from every shard's results, so a part does not
+/// carry them: the replay verdict and everything judged from latency samples.
+const RECOMPUTED: &[&str] = &[
+    "replay.snapshots",
+    "server.latency",
+    "server.latency-ttft",
+    "server.latency-tpot",
+    "server.latency-e2el",
+    "server.latency-itl",
+    "server.latency-baseline",
+    "server.latency-errors",
+    "server.latency-client",
+    "server.slo",
+];
+
+/// What a shard's part holds besides the report: filled in as the run goes.
+#[derive(Default)]
+struct Pieces {
+    determinism: BTreeMap<String, String>,
+    latency: Option<latency::LatencyData>,
 }
 
 /// Run the gate within its deadline (`--deadline`, else `[target] deadline_s`): past it the
-/// run stops and reports exit 3, whatever the target was doing.
+/// run stops and reports exit 3, whatever the target was doing. A shard writes its part.
 pub async fn run_bounded(opts: &GateOptions) -> Result<GateReport> {
     let suite = Suite::load(&opts.suite)?;
+    if opts.shard.is_some() && opts.update {
+        return Err(Error::input("--update accepts snapshots and the latency baseline from one whole run: run it without --shard")
+            .hint("shard the gate, and accept changes with an unsharded `chatgate gate SUITE --update`"));
+    }
+    if opts.shard.is_some() != opts.part.is_some() {
+        return Err(Error::input("--shard K/N and --part FILE go together: a shard writes the part `chatgate merge` reads"));
+    }
     let deadline = opts
         .deadline_s
         .or(suite.file.target.as_ref().and_then(|t| t.deadline_s));
-    let Some(secs) = deadline else {
-        return run(opts).await;
+    let mut pieces = Pieces::default();
+    let report = match deadline {
+        None => run_with(opts, &mut pieces).await?,
+        Some(secs) => within(opts, &suite, secs, &mut pieces).await?,
     };
+    if let (Some(shard), Some(path)) = (opts.shard, &opts.part) {
+        write_part(&suite, shard, &report, pieces, path)?;
+    }
+    Ok(report)
+}
+
+async fn within(
+    opts: &GateOptions,
+    suite: &Suite,
+    secs: f64,
+    pieces: &mut Pieces,
+) -> Result<GateReport> {
     if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
         return Err(Error::input(format!(
             "--deadline must be seconds above 0 and at most 86400, got {secs}"
         )));
     }
     let started = Instant::now();
-    match tokio::time::timeout(std::time::Duration::from_secs_f64(secs), run(opts)).await {
+    let limit = std::time::Duration::from_secs_f64(secs);
+    match tokio::time::timeout(limit, run_with(opts, pieces)).await {
         Ok(r) => r,
         Err(_) => {
-            let spec = spec::resolve(opts.target.as_deref(), &suite)?;
-            let report = empty_report(&suite, &spec);
+            // What was measured before the deadline is not a whole shard's work: dropped.
+            *pieces = Pieces::default();
+            let spec = spec::resolve(opts.target.as_deref(), suite)?;
+            let report = empty_report(suite, &spec);
             let mut findings = Findings::default();
             findings.push(
                 Finding::new(
@@ -72,52 +124,89 @@ pub async fn run_bounded(opts: &GateOptions) -> Result<GateReport> {
     }
 }
 
-/// Run the whole gate. `Err` is bad input (exit 2); an unreachable target is a report with
-/// exit code 3, so the report still says how far the run got.
+/// A shard's part: its report's findings minus those the merge recomputes, its prompt results
+/// and its raw latency samples.
+fn write_part(
+    suite: &Suite,
+    shard: shard::Shard,
+    report: &GateReport,
+    pieces: Pieces,
+    path: &std::path::Path,
+) -> Result<()> {
+    let prompts = load_prompts(suite)?
+        .map(|p| p.chosen.into_iter().map(|p| p.id).collect())
+        .unwrap_or_default();
+    shard::Part {
+        format: shard::PART_FORMAT.into(),
+        chatgate: env!("CARGO_PKG_VERSION").into(),
+        shard,
+        suite: suite.name.clone(),
+        suite_file: suite.path.clone(),
+        suite_sha256: shard::suite_sha256(suite)?,
+        target: report.target.clone(),
+        prompts,
+        findings: report
+            .findings
+            .0
+            .iter()
+            .filter(|f| !RECOMPUTED.contains(&f.check))
+            .cloned()
+            .collect(),
+        determinism: pieces.determinism,
+        results: report.prompts.clone(),
+        latency: pieces.latency,
+        exit_code: report.exit_code,
+        duration_s: report.duration_s,
+    }
+    .write(path)
+}
+
+/// Run the whole gate (unsharded).
 pub async fn run(opts: &GateOptions) -> Result<GateReport> {
+    run_with(opts, &mut Pieces::default()).await
+}
+
+/// Run the gate (or a shard of it). `Err` is bad input (exit 2); an unreachable target is a
+/// report with exit code 3, so the report still says how far the run got.
+async fn run_with(opts: &GateOptions, pieces: &mut Pieces) -> Result<GateReport> {
     let started = Instant::now();
     let mut suite = Suite::load(&opts.suite)?;
     let spec = spec::resolve(opts.target.as_deref(), &suite)?;
     let under_test = model_under_test(&mut suite, &spec);
     let prompts = load_prompts(&suite)?;
     let (target, reference) = open_targets(&spec, &suite).await?;
-    // Predict what this server feeds the model: the suite's stack, else the one its routes
-    // reveal (llama.cpp, llama-cpp-python, TGI, vLLM/SGLang).
-    let detected = match (&target, suite.file.target.as_ref().and_then(|t| t.stack)) {
-        (Target::Http(h), None) => crate::stack::detect(&h.introspect().await),
-        _ => None,
-    };
-    let ctx = {
-        let suite = suite.clone();
-        tokio::task::spawn_blocking(move || {
-            let model = crate::artifacts::ModelDir::open(&suite.model_dir)?;
-            Context::load_with(suite, model, detected)
-        })
-        .await
-        .map_err(|e| Error::input(format!("loading the suite failed: {e}")))??
-    };
-    let mut findings = chain::run_offline(&ctx)?;
-    findings.extend(under_test);
-    let progress = progress::Progress::new(opts.progress);
-
     let mut report = empty_report(&suite, &spec);
-
-    let chosen = prompts.as_ref().map(|p| p.chosen.as_slice());
-    let determinism = match online(&ctx, &target, reference.as_ref(), chosen, &progress).await {
-        Ok(r) => {
-            findings.extend(r.findings);
-            if let Some(f) = breaker_finding(&target) {
-                findings.push(f);
+    let progress = progress::Progress::new(opts.progress);
+    let mut findings = Findings::default();
+    // The chains run once, in shard 1: they judge the whole chain, not a share of the work.
+    let determinism = if opts.shard.is_none_or(|s| s.runs_chain()) {
+        findings.extend(under_test);
+        match chains(
+            &suite,
+            &target,
+            reference.as_ref(),
+            prompts.as_ref(),
+            &progress,
+        )
+        .await
+        {
+            Ok(Chains::Ran(f, d)) => {
+                findings.extend(f);
+                d
+            }
+            Ok(Chains::Stopped(f)) => {
+                findings.extend(f);
                 return Ok(finish(report, findings, started, 3));
             }
-            r.determinism
+            Err(e) => return Err(e),
         }
-        Err(e) if e.kind == ErrorKind::Unreachable => {
-            findings.push(unreachable_finding(&e));
-            return Ok(finish(report, findings, started, 3));
-        }
-        Err(e) => return Err(e),
+    } else {
+        BTreeMap::new()
     };
+    pieces.determinism = determinism
+        .iter()
+        .map(|(id, d)| (id.clone(), d.name().to_string()))
+        .collect();
 
     if let Some(set) = &prompts {
         let replayed = replay::run(
@@ -127,6 +216,7 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
             set,
             &determinism,
             opts.update,
+            opts.shard,
             &progress,
         )
         .await?;
@@ -140,16 +230,18 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
             return Ok(finish(report, findings, started, 3));
         }
         if let Some(section) = &suite.file.latency {
-            let measured = latency::run(
+            let (measured, data) = latency::run(
                 &suite,
                 &spec,
                 &target,
                 &set.chosen,
                 section,
                 opts.update,
+                opts.shard,
                 &progress,
             )
             .await?;
+            pieces.latency = Some(data);
             findings.extend(measured.findings);
             report.latency = measured.rows;
             report.latency_totals = Some(measured.totals);
@@ -172,6 +264,55 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
     chain::checks::apply_policy(&mut findings.0, &suite.file.server);
     let code = if findings.has_errors() { 1 } else { 0 };
     Ok(finish(report, findings, started, code))
+}
+
+enum Chains {
+    /// The offline and online findings, and each probed prompt's determinism class.
+    Ran(Vec<Finding>, BTreeMap<String, chain::online::Determinism>),
+    /// The target stopped answering: these findings end the report (exit 3).
+    Stopped(Vec<Finding>),
+}
+
+/// The offline chain, then the online chain against a server.
+async fn chains(
+    suite: &Suite,
+    target: &Target,
+    reference: Option<&CandleTarget>,
+    prompts: Option<&PromptSet>,
+    progress: &progress::Progress,
+) -> Result<Chains> {
+    // Predict what this server feeds the model: the suite's stack, else the one its routes
+    // reveal (llama.cpp, llama-cpp-python, TGI, vLLM/SGLang).
+    let detected = match (target, suite.file.target.as_ref().and_then(|t| t.stack)) {
+        (Target::Http(h), None) => crate::stack::detect(&h.introspect().await),
+        _ => None,
+    };
+    let ctx = {
+        let suite = suite.clone();
+        tokio::task::spawn_blocking(move || {
+            let model = crate::artifacts::ModelDir::open(&suite.model_dir)?;
+            Context::load_with(suite, model, detected)
+        })
+        .await
+        .map_err(|e| Error::input(format!("loading the suite failed: {e}")))??
+    };
+    let mut findings = chain::run_offline(&ctx)?.0;
+    let chosen = prompts.map(|p| p.chosen.as_slice());
+    match online(&ctx, target, reference, chosen, progress).await {
+        Ok(r) => {
+            findings.extend(r.findings);
+            if let Some(f) = breaker_finding(target) {
+                findings.push(f);
+                return Ok(Chains::Stopped(findings));
+            }
+            Ok(Chains::Ran(findings, r.determinism))
+        }
+        Err(e) if e.kind == ErrorKind::Unreachable => {
+            findings.push(unreachable_finding(&e));
+            Ok(Chains::Stopped(findings))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// One model under test: `--target candle:DIR` replays DIR, so the offline chain checks DIR

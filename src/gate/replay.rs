@@ -13,6 +13,7 @@ use crate::suite::Suite;
 use crate::target::spec::{Target, TargetSpec};
 
 use super::progress::Progress;
+use super::shard::Shard;
 
 /// Top logprobs kept per token in a snapshot (enough to tell drift from a change).
 const SNAPSHOT_LOGPROB_TOKENS: usize = 64;
@@ -24,6 +25,7 @@ pub struct Replayed {
     pub unreachable: bool,
 }
 
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     suite: &Suite,
     spec: &TargetSpec,
@@ -31,9 +33,18 @@ pub async fn run(
     set: &super::PromptSet,
     determinism: &BTreeMap<String, Determinism>,
     update: bool,
+    shard: Option<Shard>,
     progress: &Progress,
 ) -> Result<Replayed> {
-    let (prompts, all_ids) = (&set.chosen, &set.all_ids);
+    let all_ids = &set.all_ids;
+    // A shard replays its own prompts; the merge judges them all together.
+    let prompts: Vec<&Prompt> = set
+        .chosen
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| shard.is_none_or(|s| s.owns(*i)))
+        .map(|(_, p)| p)
+        .collect();
     let store = Store::open(&suite.snapshot_dir)?;
     let identity = model_identity(suite);
     let source = suite.path.display().to_string();
@@ -44,7 +55,7 @@ pub async fn run(
         prompts: Vec::new(),
         unreachable: false,
     };
-    for prompt in prompts {
+    for &prompt in &prompts {
         progress.step(&prompt.id);
         let class = determinism.get(&prompt.id).map(|d| d.name().to_string());
         let rec = match target.chat(&prompt.request()).await {
@@ -78,7 +89,11 @@ pub async fn run(
         out.prompts
             .push(compare_one(&store, prompt, file, class, update)?);
     }
-    out.findings = summarize(&out.prompts, prompts.len(), &store, all_ids)?;
+    out.findings = snapshot_findings(&out.prompts, prompts.len());
+    // Orphans are a property of the whole folder: shard 1 reports them, once.
+    if shard.is_none_or(|s| s.runs_chain()) {
+        out.findings.extend(orphans(&store, all_ids)?);
+    }
     Ok(out)
 }
 
@@ -229,12 +244,8 @@ fn accept_now(store: &Store, id: &str, file: &SnapshotFile) -> Result<()> {
 }
 
 /// `chosen` is how many prompts the suite replays: fewer results mean the run stopped early.
-fn summarize(
-    results: &[PromptResult],
-    chosen: usize,
-    store: &Store,
-    known: &[String],
-) -> Result<Vec<Finding>> {
+/// The replay verdict over prompt results (one run's, or every shard's merged).
+pub fn snapshot_findings(results: &[PromptResult], chosen: usize) -> Vec<Finding> {
     let mut out = Vec::new();
     let bad: Vec<&PromptResult> = results
         .iter()
@@ -269,33 +280,38 @@ fn summarize(
         }
         out.push(f);
     }
+    out
+}
+
+/// Snapshots that belong to no prompt of the suite.
+pub fn orphans(store: &Store, known: &[String]) -> Result<Option<Finding>> {
     let orphans = store.orphans(known)?;
-    if !orphans.is_empty() {
-        out.push(
-            Finding::new(
-                Replay,
-                "replay.orphans",
-                Severity::Warning,
-                format!(
-                    "{} snapshot(s) belong to no prompt of the suite",
-                    orphans.len()
-                ),
-            )
-            .with(
-                "files",
-                orphans
-                    .iter()
-                    .map(|o| o.path.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            )
-            .with(
-                "hint",
-                "remove them with chatgate accept --prune-orphans, or restore the prompts",
-            ),
-        );
+    if orphans.is_empty() {
+        return Ok(None);
     }
-    Ok(out)
+    Ok(Some(
+        Finding::new(
+            Replay,
+            "replay.orphans",
+            Severity::Warning,
+            format!(
+                "{} snapshot(s) belong to no prompt of the suite",
+                orphans.len()
+            ),
+        )
+        .with(
+            "files",
+            orphans
+                .iter()
+                .map(|o| o.path.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
+        .with(
+            "hint",
+            "remove them with chatgate accept --prune-orphans, or restore the prompts",
+        ),
+    ))
 }
 
 /// The checkpoint identity for snapshot headers: the model name, and the locked weights'

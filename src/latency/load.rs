@@ -20,6 +20,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use super::metrics::{ms_between, Metric, RequestMetrics};
+use super::sample::{Sample, WallClock};
 use super::schedule::Schedule;
 use super::stats::Summary;
 use crate::replay::Record;
@@ -207,21 +208,26 @@ pub struct RunSummary {
 impl RunSummary {
     /// Summarise a run. `n_out_fallback` is the pinned tokenizer's count of a whole text, used
     /// only for records without usage (see `RequestMetrics::from_record`).
-    pub fn from<E>(
+    pub fn from<E: std::fmt::Display>(
         outcomes: &[Outcome<E>],
         slo: Option<&Slo>,
         n_out_fallback: impl Fn(&str) -> Option<usize>,
     ) -> RunSummary {
-        let records: Vec<&Record> = outcomes
+        let clock = WallClock::now();
+        let samples: Vec<Sample> = outcomes
             .iter()
-            .filter_map(|o| o.result.as_ref().ok())
+            .map(|o| Sample::measured(o, o.index, &n_out_fallback, |_| false, &clock))
             .collect();
-        let per_request: Vec<RequestMetrics> = records
-            .iter()
-            .map(|r| RequestMetrics::from_record(r, &n_out_fallback))
-            .collect();
-        let errors = outcomes.len() - records.len();
-        let duration_s = run_duration_s(&records);
+        RunSummary::from_samples(&samples, slo)
+    }
+
+    /// Summarise measured requests, of one run or of several shards of it: every figure is a
+    /// function of the samples, so merged shards give the figures of the whole run.
+    pub fn from_samples(samples: &[Sample], slo: Option<&Slo>) -> RunSummary {
+        let per_request: Vec<&RequestMetrics> =
+            samples.iter().filter_map(|s| s.metrics.as_ref()).collect();
+        let errors = samples.len() - per_request.len();
+        let duration_s = run_duration_s(samples);
         let per_s = |count: f64| {
             if duration_s > 0.0 {
                 count / duration_s
@@ -233,18 +239,17 @@ impl RunSummary {
         let slo = slo.filter(|s| s.ttft.is_some() || s.tpot.is_some() || s.e2el.is_some());
         let met = slo.map(|s| per_request.iter().filter(|m| meets_slo(m, s)).count());
         let metrics = summaries(&per_request);
-        let drift =
-            Summary::from_samples(&outcomes.iter().map(Outcome::drift_ms).collect::<Vec<_>>());
+        let drift = Summary::from_samples(&samples.iter().map(|s| s.drift_ms).collect::<Vec<_>>());
         RunSummary {
-            requests: records.len(),
+            requests: per_request.len(),
             errors,
             duration_s,
             throughput: per_s(n_out_total as f64),
-            request_rate: per_s(records.len() as f64),
+            request_rate: per_s(per_request.len() as f64),
             goodput: met.map(|m| per_s(m as f64)),
             slo_attainment: met
-                .filter(|_| !outcomes.is_empty())
-                .map(|m| m as f64 / outcomes.len() as f64),
+                .filter(|_| !samples.is_empty())
+                .map(|m| m as f64 / samples.len() as f64),
             n_out_total,
             n_out_estimated: per_request.iter().any(|m| m.n_out_estimated),
             n_out_unknown: per_request.iter().filter(|m| m.n_out.is_none()).count(),
@@ -271,16 +276,18 @@ impl RunSummary {
             slo_attainment: self.slo_attainment,
             n_out_estimated: self.n_out_estimated,
             client_overhead_us_per_event: self.client_overhead_us_per_event.map_or(0.0, |s| s.p50),
+            unreliable: self.drift_warning.clone(),
         }
     }
 }
 
-/// D = last t_end − first t_send, in seconds.
-fn run_duration_s(records: &[&Record]) -> f64 {
-    let first = records.iter().map(|r| r.timing.t_send).min();
-    let last = records.iter().map(|r| r.timing.t_end).max();
+/// D = last t_end − first t_send of the successful requests, in seconds.
+fn run_duration_s(samples: &[Sample]) -> f64 {
+    let ok = || samples.iter().filter(|s| s.metrics.is_some());
+    let first = ok().map(|s| s.t_send_ms).reduce(f64::min);
+    let last = ok().map(|s| s.t_end_ms).reduce(f64::max);
     match (first, last) {
-        (Some(a), Some(b)) => ms_between(a, b) / 1e3,
+        (Some(a), Some(b)) => (b - a).max(0.0) / 1e3,
         _ => 0.0,
     }
 }
@@ -298,7 +305,7 @@ pub fn meets_slo(m: &RequestMetrics, slo: &Slo) -> bool {
 }
 
 /// Pooled distributions of every metric some request defines.
-fn summaries(per_request: &[RequestMetrics]) -> IndexMap<Metric, Summary> {
+fn summaries(per_request: &[&RequestMetrics]) -> IndexMap<Metric, Summary> {
     Metric::ALL
         .iter()
         .filter_map(|&metric| {

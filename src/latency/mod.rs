@@ -3,9 +3,11 @@
 //! baseline. Pure library code: the CLI (`chatgate gate` / `chatgate bench`) wires it up.
 pub mod baseline;
 pub mod calibrate;
+pub mod client;
 pub mod compare;
 pub mod load;
 pub mod metrics;
+pub mod sample;
 pub mod schedule;
 pub mod stats;
 
@@ -16,6 +18,7 @@ pub use baseline::{
 pub use compare::{compare, compare_stratified, CompareOptions, Status, Verdict, MIN_SAMPLES};
 pub use load::{closed_loop, meets_slo, open_loop, Outcome, RunSummary, Slo};
 pub use metrics::{ItlBasis, Metric, NOutSource, RequestMetrics};
+pub use sample::{Sample, WallClock};
 pub use schedule::{Arrival, Schedule};
 pub use stats::{percentile, percentile_sorted, Summary};
 

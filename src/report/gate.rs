@@ -1,10 +1,10 @@
 //! The gate's whole result, as every renderer (terminal, JSON, JUnit, Markdown, HTML) sees it.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::chain::Findings;
 
 /// What happened to one replayed prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PromptStatus {
     /// The reply matches its accepted snapshot under the prompt's comparator.
@@ -18,7 +18,7 @@ pub enum PromptStatus {
 }
 
 /// One replayed prompt's outcome.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PromptResult {
     pub id: String,
     pub status: PromptStatus,
@@ -72,6 +72,8 @@ pub struct LatencyTotals {
     pub n_out_estimated: bool,
     /// The client's own overhead per output event, in microseconds (median).
     pub client_overhead_us_per_event: f64,
+    /// Why these figures time the client as much as the server (it fell behind), when it did.
+    pub unreliable: Option<String>,
 }
 
 /// Everything `chatgate gate` found.

@@ -564,6 +564,13 @@ pub(crate) fn totals_lines(t: &LatencyTotals) -> Vec<(&'static str, String)> {
                 t.client_overhead_us_per_event
             ),
         ),
+        (
+            "client kept up",
+            match &t.unreliable {
+                None => "yes".into(),
+                Some(why) => format!("NO — these figures are unreliable: {why}"),
+            },
+        ),
     ]
 }
 

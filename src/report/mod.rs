@@ -158,6 +158,9 @@ pub fn gate_terminal(r: &GateReport, colour: bool) -> String {
                 t.slo_attainment.map(|a| format!(", SLO attainment {:.0}%", a * 100.0)).unwrap_or_default(),
                 t.client_overhead_us_per_event
             ));
+            if let Some(why) = &t.unreliable {
+                out.push_str(&p.on("33", &format!("  UNRELIABLE: {why}\n")));
+            }
         }
     }
     out.push('\n');

@@ -98,6 +98,9 @@ pub struct Feed {
     pub strip_trailing: Option<String>,
     /// Things worth saying about the prediction (a fallback, a class not modelled).
     pub notes: Vec<String>,
+    /// A tokenizer that puts a `▁` before every text fragment: the same with transformers'
+    /// prefix rule ([`start_only_prefix`]).
+    pub start_only_prefix: Option<Tokenizer>,
 }
 
 impl Feed {
@@ -175,6 +178,7 @@ fn hf_feed(stack: Stack, model: &ModelDir, add_special_tokens: bool) -> Result<O
         ),
     };
     Ok(Some(Feed {
+        start_only_prefix: start_only_prefix(&tokenizer),
         stack,
         tokenizer,
         tokenizer_origin,
@@ -185,6 +189,37 @@ fn hf_feed(stack: Stack, model: &ModelDir, add_special_tokens: bool) -> Result<O
         strip_trailing: None,
         notes,
     }))
+}
+
+/// For a SentencePiece tokenizer whose normalizer puts a `▁` before every text fragment — the
+/// one after each special token too, as llama.cpp's `add_space_prefix` and a legacy Llama
+/// tokenizer.json loaded as is (TGI) do — the same tokenizer with transformers' rule instead:
+/// `Metaspace(prepend_scheme="first")`, one `▁` at the start of the text only. A difference from
+/// the training ids that vanishes under it is that prefix alone. None for any other tokenizer
+/// (or one with a pre-tokenizer of its own, where the rule is not this simple).
+pub fn start_only_prefix(tokenizer: &Tokenizer) -> Option<Tokenizer> {
+    let mut json: Value = serde_json::from_str(&tokenizer.to_string(false).ok()?).ok()?;
+    let is_prepend = |n: &Value| n["type"] == "Prepend" && n["prepend"] == "\u{2581}";
+    let rest = match &json["normalizer"] {
+        n if is_prepend(n) => Vec::new(),
+        n if n["type"] == "Sequence" => {
+            let all = n["normalizers"].as_array()?;
+            if !all.iter().any(is_prepend) {
+                return None;
+            }
+            all.iter().filter(|x| !is_prepend(x)).cloned().collect()
+        }
+        _ => return None,
+    };
+    if !json["pre_tokenizer"].is_null() {
+        return None;
+    }
+    json["normalizer"] = match rest.len() {
+        0 => Value::Null,
+        _ => serde_json::json!({"type": "Sequence", "normalizers": rest}),
+    };
+    json["pre_tokenizer"] = serde_json::json!({"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "first", "split": false});
+    json.to_string().parse().ok()
 }
 
 fn display_name(p: &std::path::Path) -> String {
@@ -272,6 +307,7 @@ fn gguf_feed(stack: Stack, model: &ModelDir) -> Result<Option<Feed>> {
         mask_token: info.token_text("mask_token_id"),
     };
     let f = Feed {
+        start_only_prefix: start_only_prefix(&built.file.tokenizer),
         stack,
         tokenizer: built.file.tokenizer,
         tokenizer_origin: format!("{label} (tokenizer.ggml.* metadata)"),

@@ -80,8 +80,12 @@ const PRE: &[(&str, &str)] = &[
     ),
 ];
 
+/// `name` is `general.name`: the source folder's name, as the converter writes when nothing
+/// else names the model (llama.cpp keys Phi-3's whitespace rule on it).
+#[allow(clippy::too_many_arguments)]
 pub fn write(
     out: &Path,
+    name: &str,
     config: &Value,
     tokenizer_path: &Path,
     tokenizer_config: Option<&Value>,
@@ -109,7 +113,7 @@ pub fn write(
             shape.vocab
         ));
     }
-    let mut meta = hparams(architecture, config, shape);
+    let mut meta = hparams(architecture, name, config, shape);
     // LlamaModel and Phi3MiniModel write a SentencePiece vocabulary; Qwen's are BPE.
     let sentencepiece = matches!(architecture, "llama" | "phi3") && is_sentencepiece_bpe(&tj);
     let (model, pre) = if sentencepiece {
@@ -139,7 +143,7 @@ pub fn write(
     })
 }
 
-fn hparams(arch: &str, config: &Value, s: &Shape) -> Meta {
+fn hparams(arch: &str, name: &str, config: &Value, s: &Shape) -> Meta {
     use gguf_file::Value as V;
     let f = |k: &str, d: f64| config[k].as_f64().unwrap_or(d) as f32;
     let ctx = config["max_position_embeddings"].as_u64().unwrap_or(2048) as u32;
@@ -147,7 +151,7 @@ fn hparams(arch: &str, config: &Value, s: &Shape) -> Meta {
     let mut m: Meta = vec![
         ("general.architecture".into(), V::String(arch.into())),
         ("general.type".into(), V::String("model".into())),
-        ("general.name".into(), V::String("chatgate stand-in".into())),
+        ("general.name".into(), V::String(name.into())),
         ("general.file_type".into(), V::U32(0)),
         ("general.quantization_version".into(), V::U32(2)),
         (k("context_length"), V::U32(ctx)),

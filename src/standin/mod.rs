@@ -122,6 +122,7 @@ pub fn build(o: &Options) -> Result<Built> {
     files.push("model.safetensors".into());
     let written = gguf::write(
         &o.out,
+        &source_name(&o.from),
         &config,
         &tokenizer_path,
         tokenizer_config.as_ref(),
@@ -167,8 +168,14 @@ pub fn rewrite_gguf(dir: &Path) -> Result<Vec<String>> {
     let tensors = candle_core::safetensors::load(&weights, &candle_core::Device::Cpu)
         .map_err(|e| Error::in_file(&weights, format!("cannot read the weights: {e}")))?;
     let shape = weights::Shape::from_config(&config);
+    // The rewritten file keeps the name the stand-in was built with.
+    let name = crate::artifacts::read_gguf(&dir.join("model.gguf"))
+        .ok()
+        .and_then(|i| i.get_str("general.name").map(str::to_string))
+        .unwrap_or_else(|| source_name(dir));
     gguf::write(
         dir,
+        &name,
         &config,
         &dir.join("tokenizer.json"),
         tokenizer_config.as_ref(),
@@ -302,6 +309,18 @@ fn model_type(
         "the source has no config.json: model_type {mt:?} inferred from tokenizer_class {class:?}"
     ));
     Ok(mt.to_string())
+}
+
+/// The source folder's name (`general.name`, as the converter writes it when nothing else
+/// names the model).
+fn source_name(from: &Path) -> String {
+    std::fs::canonicalize(from)
+        .ok()
+        .as_deref()
+        .unwrap_or(from)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "chatgate stand-in".into())
 }
 
 /// A supported architecture to stand in for an unsupported one (gemma2, smollm3, ...), when

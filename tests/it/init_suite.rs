@@ -197,3 +197,73 @@ fn a_standin_keeps_its_sources_missing_generation_config_and_the_gate_names_it()
         errors(&report)
     );
 }
+
+fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == check)
+        .unwrap_or_else(|| panic!("no {check} finding"))
+}
+
+/// llama.cpp puts a `▁` before the text after every special token of a SentencePiece
+/// vocabulary; transformers, which tokenized the SFT rows, does not. That alone is a warning
+/// (every llama.cpp deploy of TinyLlama has it), found by undoing exactly that rule — so a
+/// template that writes a real extra space after `</s>` is still an error.
+#[test]
+fn llamacpp_space_prefix_after_special_tokens_warns_and_a_template_space_still_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("model");
+    standin("TinyLlama-1.1B-Chat-v1.0", &model);
+    let args = [
+        "init",
+        "suite.toml",
+        "--model",
+        model.to_str().unwrap(),
+        "--stack",
+        "llama-cpp-python",
+    ];
+    let (code, out, err) = chatgate(&args, tmp.path());
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, _) = chatgate(&["check", "suite.toml", "--format", "json"], tmp.path());
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(code, 0, "{:?}", errors(&report));
+    for check in ["template.parity", "tokenizer.golden-reencode"] {
+        let f = finding(&report, check);
+        assert_eq!(f["severity"], "warning", "{f}");
+        assert_eq!(f["evidence"]["class"], "space-prefix", "{f}");
+    }
+    // The lone ▁ is shown as its piece, not as an empty string.
+    let parity = finding(&report, "template.parity");
+    assert!(
+        parity["evidence"]["serving"]
+            .as_str()
+            .unwrap()
+            .contains("29871:\"▁\""),
+        "{parity}"
+    );
+    assert_eq!(
+        finding(&report, "template.generation-prompt")["severity"],
+        "pass"
+    );
+
+    // The same template, but with a space written after every `</s>`.
+    let template = std::fs::read_to_string(model.join("chat_template.jinja")).unwrap();
+    let spaced = template.replace("eos_token }}", "eos_token + ' ' }}");
+    assert_ne!(spaced, template);
+    std::fs::write(tmp.path().join("spaced.jinja"), spaced).unwrap();
+    let suite = std::fs::read_to_string(tmp.path().join("suite.toml")).unwrap();
+    let suite = suite.replacen(
+        "[model]\n",
+        "[model]\nchat_template = \"spaced.jinja\"\n",
+        1,
+    );
+    std::fs::write(tmp.path().join("suite.toml"), suite).unwrap();
+    let (code, out, _) = chatgate(&["check", "suite.toml", "--format", "json"], tmp.path());
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(code, 1, "{out}");
+    let parity = finding(&report, "template.parity");
+    assert_eq!(parity["severity"], "error", "{parity}");
+    assert_ne!(parity["evidence"]["class"], "space-prefix", "{parity}");
+}

@@ -21,6 +21,7 @@ mod real_servers;
 mod render_contract;
 mod report_formats;
 mod serve_http;
+mod shard_merge;
 mod signals;
 mod snapshot_workflow;
 mod sse_reader;

@@ -35,6 +35,8 @@ async fn llama_cpp_python_passes_the_gate_and_its_quirks_are_findings() {
         update: false,
         progress: false,
         deadline_s: None,
+        shard: None,
+        part: None,
     })
     .await
     .expect("the gate runs");
@@ -152,6 +154,8 @@ async fn a_strict_suite_fails_on_a_quirk() {
         update: false,
         progress: false,
         deadline_s: None,
+        shard: None,
+        part: None,
     })
     .await
     .expect("the gate runs");

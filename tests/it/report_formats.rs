@@ -126,6 +126,7 @@ fn passing() -> GateReport {
             slo_attainment: None,
             n_out_estimated: false,
             client_overhead_us_per_event: 3.4,
+            unreliable: None,
         }),
         definitions: definitions(),
         duration_s: 4.1,
@@ -247,6 +248,9 @@ fn failing() -> GateReport {
             slo_attainment: Some(0.925),
             n_out_estimated: true,
             client_overhead_us_per_event: 5.2,
+            unreliable: Some(
+                "the client's event loop ran 12.0 ms late (p99; worst 30.0 ms, limit 5 ms)".into(),
+            ),
         }),
         definitions: definitions(),
         duration_s: 14.0,
@@ -538,6 +542,15 @@ fn markdown_replay_diffs_and_latency() {
     assert!(md.contains("➖ noise (±6.1%) |"), "{md}");
     assert!(md.contains("- **SLO attainment**: 92.5 %"));
     assert!(md.contains("N\\_out estimated"), "{md}");
+    // A client that fell behind: its figures are marked unreliable, with the reason.
+    assert!(
+        md.contains("- **client kept up**: NO — these figures are unreliable:")
+            && md.contains("event loop ran 12.0 ms late"),
+        "{md}"
+    );
+    assert!(markdown::render(&passing()).contains("- **client kept up**: yes"));
+    let text = chatgate::report::gate_terminal(&failing(), false);
+    assert!(text.contains("UNRELIABLE: the client"), "{text}");
     assert!(md.contains("<details>\n<summary>Metric definitions</summary>"));
     assert!(md.contains("| TPOT | (E2EL − TTFT) / (N\\_out − 1), only when N\\_out &gt; 1 |"));
 }

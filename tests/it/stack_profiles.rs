@@ -142,10 +142,21 @@ fn a_sentencepiece_llama_fine_tune_with_transformers_sft_ids_passes_under_transf
     );
 }
 
+/// The same fine-tune served by a stack that loads TinyLlama's legacy tokenizer.json as is
+/// (TGI): its `Prepend("▁")` normalizer puts a ▁ after every special token, where transformers
+/// 5 (which made these SFT ids) does not. The ids differ by that space prefix alone: a warning
+/// of class `space-prefix`, and an error in a suite that asks for one (`[server] strict`).
 #[test]
-fn the_same_fine_tune_served_by_a_raw_tokenizer_json_stack_is_fed_other_ids() {
+fn the_same_fine_tune_served_by_a_raw_tokenizer_json_stack_is_fed_a_space_prefix() {
     let tmp = tempfile::tempdir().unwrap();
     let suite = tinyllama_suite(tmp.path(), "tokenizers");
+    let (code, report) = run("check", &suite);
+    assert_eq!(code, 0, "errors: {:?}", errors(&report));
+    assert_eq!(severity(&report, "tokenizer.golden-reencode"), ["warning"]);
+    let reencode = findings(&report, "tokenizer.golden-reencode")[0];
+    assert_eq!(reencode["evidence"]["class"], "space-prefix", "{reencode}");
+    let strict = "\n[server]\nstrict = [\"tokenizer.golden-reencode\", \"template.parity\"]\n";
+    fs::write(&suite, fs::read_to_string(&suite).unwrap() + strict).unwrap();
     let (code, report) = run("check", &suite);
     assert_eq!(code, 1, "errors: {:?}", errors(&report));
     assert_eq!(severity(&report, "tokenizer.golden-reencode"), ["error"]);

@@ -288,3 +288,74 @@ print(json.dumps([m.tokenize(s.encode(), add_bos=False, special=True) for s in j
         mismatches.join("\n")
     );
 }
+
+/// A `model_type` stand-ins are not built in (gemma2) stands in as the first supported
+/// architecture for which transformers picks the same tokenizer class — the tokenizer is what
+/// the serving chain sees — and the report says so; the stand-in then passes init and the gate.
+/// When no supported architecture gives that class, `standin` refuses and names config.json.
+#[test]
+fn an_unsupported_architecture_stands_in_as_one_with_the_same_tokenizer_class() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gemma2 = Family {
+        name: "gemma2 config on TinyLlama's tokenizer",
+        model: "TinyLlama-1.1B-Chat-v1.0",
+        arch: Some("gemma2"),
+        template: None,
+    };
+    let source = gemma2.source(tmp.path());
+    let options = |from: &Path, out: &Path| Options {
+        from: from.to_path_buf(),
+        out: out.to_path_buf(),
+        seed: 0,
+        layers: 2,
+        hidden: 64,
+        force: false,
+    };
+    let out = tmp.path().join("standin");
+    let built = build(&options(&source, &out)).unwrap();
+    assert_eq!(built.model_type, "llama");
+    assert_eq!(built.gguf_architecture.as_deref(), Some("llama"));
+    assert!(
+        built
+            .notes
+            .iter()
+            .any(|n| n.contains("\"gemma2\"") && n.contains("same tokenizer class")),
+        "{:?}",
+        built.notes
+    );
+    let cfg: Value =
+        serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(cfg["model_type"], "llama");
+    assert_eq!(cfg["eos_token_id"], 2);
+    // The substitute serves the same chain: init, accept, and the gate passes in-process.
+    let suites = tmp.path().join("suites");
+    std::fs::create_dir(&suites).unwrap();
+    let model = out.to_str().unwrap();
+    let (code, out_, err) =
+        crate::common::cli::chatgate_in(&["init", "suite.toml", "--model", model], &suites);
+    assert_eq!(code, 0, "{out_}{err}");
+    for update in [true, false] {
+        let mut args = vec!["gate", "suite.toml", "--no-progress"];
+        if update {
+            args.push("--update");
+        }
+        let (code, out_, err) = crate::common::cli::chatgate_in(&args, &suites);
+        assert_eq!(code, 0, "update {update}: {out_}{err}");
+    }
+
+    // Without tokenizer_class, transformers picks GemmaTokenizer by model_type: no supported
+    // architecture gives that class.
+    let tc_path = source.join("tokenizer_config.json");
+    let mut tc: Value = serde_json::from_slice(&std::fs::read(&tc_path).unwrap()).unwrap();
+    tc.as_object_mut().unwrap().remove("tokenizer_class");
+    std::fs::write(&tc_path, serde_json::to_vec(&tc).unwrap()).unwrap();
+    let Err(err) = build(&options(&source, &tmp.path().join("refused"))) else {
+        panic!("a gemma2 source without tokenizer_class was built")
+    };
+    let err = err.to_string();
+    assert!(
+        err.contains("config.json") && err.contains("gemma2"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("refused").exists());
+}

@@ -102,6 +102,8 @@ pub async fn gate(suite: PathBuf, target: Option<String>) -> GateReport {
         update: false,
         progress: false,
         deadline_s: None,
+        shard: None,
+        part: None,
     })
     .await
     .expect("the gate runs")

@@ -1,0 +1,304 @@
+//! `chatgate gate --shard K/N --part F` on N "runners" (processes), then `chatgate merge`: the
+//! merged report equals an unsharded run of the same work — verdict, findings, snapshot
+//! results, and latency figures computed from the union of the raw samples (never averaged
+//! percentiles) — on the smoke suite in-process and against a real `chatgate serve`. Broken
+//! sets of parts are refused by name.
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::cli::chatgate_in as chatgate;
+use crate::common::gate_workspace::{serve_tiny_chat, Workspace};
+use chatgate::serve::Fault;
+
+/// `gate --format json` in the workspace root; the report and the exit code.
+fn gate(ws: &Workspace, extra: &[&str]) -> (i32, Value) {
+    let mut args = vec![
+        "gate",
+        "suites/smoke.toml",
+        "--no-progress",
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let (code, out, err) = chatgate(&args, &ws.path(""));
+    let report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    (code, report)
+}
+
+/// Run shards 1..=n one after another (each a separate process), then merge their parts.
+fn sharded(ws: &Workspace, n: usize, target: &[&str]) -> (i32, Value, Vec<Value>) {
+    let mut parts = Vec::new();
+    for k in 1..=n {
+        let part = format!("part-{k}-of-{n}.json");
+        let shard = format!("{k}/{n}");
+        let mut extra = vec!["--shard", shard.as_str(), "--part", part.as_str()];
+        extra.extend_from_slice(target);
+        let (code, _) = gate(ws, &extra);
+        assert!(code <= 1, "shard {shard} exited {code}");
+        parts.push(part);
+    }
+    let mut args = vec!["merge"];
+    args.extend(parts.iter().map(String::as_str));
+    args.extend(["--format", "json"]);
+    let (code, out, err) = chatgate(&args, &ws.path(""));
+    let merged = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let parts = parts
+        .iter()
+        .map(|p| serde_json::from_slice(&std::fs::read(ws.path(p)).unwrap()).unwrap())
+        .collect();
+    (code, merged, parts)
+}
+
+/// Findings as (check, severity), sorted; latency verdicts (timing noise between two runs may
+/// turn a pass into "slower, within the noise") as the check id alone.
+fn finding_set(r: &Value) -> BTreeSet<String> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let check = f["check"].as_str().unwrap();
+            if check.starts_with("server.latency") || check == "server.slo" {
+                check.to_string()
+            } else {
+                format!("{check} {}", f["severity"].as_str().unwrap())
+            }
+        })
+        .collect()
+}
+
+fn prompt_results(r: &Value) -> Vec<(String, String, Value)> {
+    r["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["id"].as_str().unwrap().to_string(),
+                p["status"].as_str().unwrap().to_string(),
+                p["determinism"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// The latency rows' metrics and sample counts.
+fn row_counts(r: &Value) -> Vec<(String, u64)> {
+    r["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["metric"].as_str().unwrap().to_string(),
+                row["n"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The merged report against the unsharded one, and the merged latency against the parts' raw
+/// samples.
+fn assert_same_work(unsharded: &Value, merged: &Value, parts: &[Value], n: usize) {
+    assert_eq!(merged["verdict"], unsharded["verdict"], "{n} shards");
+    assert_eq!(merged["exit_code"], unsharded["exit_code"], "{n} shards");
+    assert_eq!(
+        finding_set(merged),
+        finding_set(unsharded),
+        "{n} shards: findings"
+    );
+    assert_eq!(
+        prompt_results(merged),
+        prompt_results(unsharded),
+        "{n} shards: snapshot results"
+    );
+    assert_eq!(row_counts(merged), row_counts(unsharded), "{n} shards");
+
+    // Every latency request ran in exactly one shard: the union is the unsharded plan.
+    let mut indices: Vec<u64> = parts
+        .iter()
+        .flat_map(|p| p["latency"]["samples"].as_array().unwrap().clone())
+        .map(|s| s["index"].as_u64().unwrap())
+        .collect();
+    let planned = parts[0]["latency"]["planned"].as_u64().unwrap();
+    indices.sort_unstable();
+    assert_eq!(indices, (0..planned).collect::<Vec<_>>(), "{n} shards");
+    for (k, p) in parts.iter().enumerate() {
+        for s in p["latency"]["samples"].as_array().unwrap() {
+            assert_eq!(
+                s["index"].as_u64().unwrap() as usize % n,
+                k,
+                "dealt round-robin"
+            );
+        }
+    }
+
+    // The merged TTFT row is the percentiles of the union of the raw samples, in request order.
+    let mut ttft: Vec<(u64, f64)> = parts
+        .iter()
+        .flat_map(|p| p["latency"]["samples"].as_array().unwrap().clone())
+        .filter_map(|s| Some((s["index"].as_u64()?, s["metrics"]["ttft"].as_f64()?)))
+        .collect();
+    ttft.sort_by_key(|(i, _)| *i);
+    let union: Vec<f64> = ttft.into_iter().map(|(_, v)| v).collect();
+    let row = merged["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "ttft")
+        .expect("a ttft row");
+    assert_eq!(row["n"].as_u64().unwrap() as usize, union.len());
+    for (p, key) in [(0.5, "p50"), (0.9, "p90"), (0.99, "p99")] {
+        let want = chatgate::latency::percentile(&union, p).unwrap();
+        let got = row[key].as_f64().unwrap();
+        assert!(
+            (want - got).abs() < 1e-9,
+            "{n} shards: {key} {got} vs {want}"
+        );
+    }
+    let samples: Vec<f64> = row["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        samples, union,
+        "{n} shards: the row's samples are the union"
+    );
+
+    // The chains ran once, in shard 1.
+    for (k, p) in parts.iter().enumerate().skip(1) {
+        let chain = p["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["check"] != "server.reachable")
+            .count();
+        assert_eq!(chain, 0, "shard {} ran a chain", k + 1);
+    }
+}
+
+#[test]
+fn sharded_runs_merged_equal_the_unsharded_run_in_process() {
+    let ws = Workspace::new();
+    let (code, unsharded) = gate(&ws, &[]);
+    assert_eq!(code, 0, "{unsharded}");
+    for n in 1..=3 {
+        let (code, merged, parts) = sharded(&ws, n, &[]);
+        assert_eq!(code, 0, "{n} shards: {merged}");
+        assert_same_work(&unsharded, &merged, &parts, n);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_runs_merged_equal_the_unsharded_run_on_a_server() {
+    let server = serve_tiny_chat(&[]).await;
+    let url = server.url();
+    // The gate runs are processes: wait for them off the runtime that serves.
+    let checked = tokio::task::spawn_blocking(move || {
+        let ws = Workspace::new();
+        let target = ["--target", url.as_str()];
+        // This target kind's snapshots and latency baseline, accepted by an unsharded run.
+        let (code, r) = gate(&ws, &[target[0], target[1], "--update"]);
+        assert_eq!(code, 0, "{r}");
+        let (code, unsharded) = gate(&ws, &target);
+        assert_eq!(code, 0, "{unsharded}");
+        let (code, merged, parts) = sharded(&ws, 2, &target);
+        assert_eq!(code, 0, "{merged}");
+        assert_same_work(&unsharded, &merged, &parts, 2);
+        ws
+    })
+    .await;
+    drop(server);
+    let ws = checked.unwrap();
+
+    // The same server, 300 ms slower to its first token: the merged latency verdict is the
+    // unsharded one — a TTFT regression, the first broken check — judged from the raw samples.
+    let slow = serve_tiny_chat(&[Fault::SlowFirstToken]).await;
+    let url = slow.url();
+    let checked = tokio::task::spawn_blocking(move || {
+        let target = ["--target", url.as_str()];
+        let (code, unsharded) = gate(&ws, &target);
+        assert_eq!(code, 1, "{unsharded}");
+        assert_eq!(unsharded["first_broken"]["check"], "server.latency-ttft");
+        let (code, merged, parts) = sharded(&ws, 2, &target);
+        assert_eq!(code, 1, "{merged}");
+        // The same check, with this run's own figures in its message.
+        assert_eq!(merged["first_broken"]["check"], "server.latency-ttft");
+        assert_same_work(&unsharded, &merged, &parts, 2);
+    })
+    .await;
+    drop(slow);
+    checked.unwrap();
+}
+
+#[test]
+fn broken_sets_of_parts_and_shards_that_cannot_be_merged_are_refused_by_name() {
+    let ws = Workspace::new();
+    let (_, _, _) = sharded(&ws, 2, &[]);
+    let merge = |parts: &[&str]| {
+        let mut args = vec!["merge"];
+        args.extend_from_slice(parts);
+        chatgate(&args, &ws.path(""))
+    };
+    // A shard missing, and one given twice.
+    let (code, _, err) = merge(&["part-1-of-2.json"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("missing [2/2]"), "{err}");
+    let (code, _, err) = merge(&["part-1-of-2.json", "part-1-of-2.json"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("repeated [1/2]"), "{err}");
+    // Parts of another split.
+    let (_, _, _) = sharded(&ws, 3, &[]);
+    let (code, _, err) = merge(&["part-1-of-2.json", "part-2-of-3.json"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("shard count"), "{err}");
+    // The suite changed since the shards ran.
+    ws.edit_suite("smoke", "repeats = 3", "repeats = 2");
+    let (code, _, err) = merge(&["part-1-of-2.json", "part-2-of-2.json"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not the suite file the shards ran"), "{err}");
+    // Not a part at all, and a file that is not JSON.
+    std::fs::write(ws.path("junk.json"), "{\"format\": 1").unwrap();
+    let (code, _, err) = merge(&["junk.json"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("junk.json"), "{err}");
+    // Sharding cannot accept: --update belongs to one whole run; --shard needs --part.
+    let (code, _, err) = chatgate(
+        &[
+            "gate",
+            "suites/smoke.toml",
+            "--shard",
+            "1/2",
+            "--part",
+            "p.json",
+            "--update",
+        ],
+        &ws.path(""),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--update"), "{err}");
+    assert!(!Path::new(&ws.path("p.json")).exists());
+    let (code, _, err) = chatgate(
+        &["gate", "suites/smoke.toml", "--shard", "1/2"],
+        &ws.path(""),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--part"), "{err}");
+    let (code, _, err) = chatgate(
+        &[
+            "gate",
+            "suites/smoke.toml",
+            "--shard",
+            "3/2",
+            "--part",
+            "x.json",
+        ],
+        &ws.path(""),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("K/N"), "{err}");
+}
