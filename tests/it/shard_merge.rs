@@ -12,6 +12,20 @@ use crate::common::cli::chatgate_in as chatgate;
 use crate::common::gate_workspace::{serve_tiny_chat, Workspace};
 use chatgate::serve::Fault;
 
+/// The smoke suite, with regression floors that the timing noise of a loaded CI machine (the
+/// family matrix runs beside these tests) does not cross between two runs of the same work —
+/// an unsharded run and the shards are separate runs, and their verdicts must agree — while a
+/// server 300 ms slower to its first token still does.
+fn workspace() -> Workspace {
+    let ws = Workspace::new();
+    ws.edit_suite(
+        "smoke",
+        "min_regression_ms = { ttft = 50, tpot = 10, e2el = 150 }",
+        "min_regression_ms = { ttft = 200, tpot = 100, e2el = 2000 }",
+    );
+    ws
+}
+
 /// `gate --format json` in the workspace root; the report and the exit code.
 fn gate(ws: &Workspace, extra: &[&str]) -> (i32, Value) {
     let mut args = vec![
@@ -52,12 +66,15 @@ fn sharded(ws: &Workspace, n: usize, target: &[&str]) -> (i32, Value, Vec<Value>
 }
 
 /// Findings as (check, severity), sorted; latency verdicts (timing noise between two runs may
-/// turn a pass into "slower, within the noise") as the check id alone.
+/// turn a pass into "slower, within the noise") as the check id alone. `server.latency-baseline`
+/// is left out: whether it notes a machine-speed change depends on each run's own timing of
+/// the calibration workload, which a loaded machine moves across the ±20 % line between runs.
 fn finding_set(r: &Value) -> BTreeSet<String> {
     r["findings"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|f| f["check"] != "server.latency-baseline")
         .map(|f| {
             let check = f["check"].as_str().unwrap();
             if check.starts_with("server.latency") || check == "server.slo" {
@@ -183,7 +200,7 @@ fn assert_same_work(unsharded: &Value, merged: &Value, parts: &[Value], n: usize
 
 #[test]
 fn sharded_runs_merged_equal_the_unsharded_run_in_process() {
-    let ws = Workspace::new();
+    let ws = workspace();
     let (code, unsharded) = gate(&ws, &[]);
     assert_eq!(code, 0, "{unsharded}");
     for n in 1..=3 {
@@ -199,7 +216,7 @@ async fn sharded_runs_merged_equal_the_unsharded_run_on_a_server() {
     let url = server.url();
     // The gate runs are processes: wait for them off the runtime that serves.
     let checked = tokio::task::spawn_blocking(move || {
-        let ws = Workspace::new();
+        let ws = workspace();
         let target = ["--target", url.as_str()];
         // This target kind's snapshots and latency baseline, accepted by an unsharded run.
         let (code, r) = gate(&ws, &[target[0], target[1], "--update"]);
