@@ -1,12 +1,12 @@
 //! The load generator's ceiling: how fast and how wide chatgate's open loop goes on this machine
 //! while it still keeps its schedule. The server is a fast Rust known-timing streaming server in
 //! a child process of this bench (the same process group; each process then holds its own half
-//! of the sockets): it sleeps a known TTFT before its first chunk, so measured TTFT − that sleep
-//! is the client's (and loopback's) error. The client is chatgate's own: `HttpTarget::chat`
+//! of the sockets): it holds its first chunk back ~10 ms and says in that chunk how long it held
+//! it by its own clock, so measured TTFT − that time is the client's (and loopback's) error. The client is chatgate's own: `HttpTarget::chat`
 //! (the gate's HTTP client and SSE parser) driven by `latency::open_loop`.
 //!
 //! Two ramps, each step a seeded Poisson schedule:
-//! - **rate**: short streams (TTFT 10 ms, then 4 chunks 2 ms apart) at 500 … 4,000 req/s;
+//! - **rate**: short streams (TTFT 10 ms, then 4 chunks 2 ms apart) at 500 … 8,000 req/s;
 //! - **width**: long streams (TTFT 10 ms, then a chunk every 250 ms for H s) at 1,000 req/s, so
 //!   about 1,000 × H streams are open at once (1k, 5k, 10k).
 //!
@@ -45,9 +45,16 @@ async fn handler(
         body["max_tokens"].as_u64().unwrap_or(4),
         body["gap_ms"].as_u64().unwrap_or(2),
     );
+    // The server's own timing: how long it really held the first chunk back (a tokio timer
+    // overshoots by up to a tick), sent as the first chunk's text.
+    let received = Instant::now();
     tokio::time::sleep(TTFT).await;
+    let held_us = received.elapsed().as_micros();
     let gap = Duration::from_millis(gap_ms);
-    let body = futures_util::stream::once(async { chunk(0) })
+    let first = Ok(Event::default().data(format!(
+        r#"{{"choices":[{{"index":0,"delta":{{"content":"{held_us}us "}}}}]}}"#
+    )));
+    let body = futures_util::stream::once(async { first })
         .chain(futures_util::stream::unfold(1, move |i| async move {
             if i > n {
                 return None;
@@ -158,11 +165,15 @@ async fn step(base: &str, rate: f64, seconds: f64, chunks: u64, gap_ms: u64) -> 
         (Some(a), Some(b)) => (*b - *a).as_secs_f64(),
         _ => 0.0,
     };
+    // TTFT minus the time the server itself held the first chunk back (its first chunk says
+    // how long): what the client, the loopback and HTTP add.
     let ttft_error: Vec<f64> = outcomes
         .iter()
         .filter_map(|o| o.result.as_ref().ok())
-        .filter_map(|r| RequestMetrics::from_record(r, |_| None).ttft)
-        .map(|t| t - TTFT.as_secs_f64() * 1e3)
+        .filter_map(|r| {
+            let held_ms = r.text.split("us ").next()?.parse::<f64>().ok()? / 1e3;
+            Some(RequestMetrics::from_record(r, |_| None).ttft? - held_ms)
+        })
         .collect();
     Step {
         requested: rate,
@@ -194,12 +205,12 @@ fn print(label: &str, s: &Step) {
 }
 
 fn report(rt: &tokio::runtime::Runtime, base: &str) {
-    println!("ceiling: chatgate's HTTP client + open loop vs a known-timing server (TTFT {} ms), child process, loopback", TTFT.as_millis());
+    println!("ceiling: chatgate's HTTP client + open loop vs a known-timing server (first chunk held {} ms, by its own clock), child process, loopback", TTFT.as_millis());
     println!(
         "  {:<28} {:>7} {:>9} {:>7} {:>18}  {:>18}  {:>6}",
         "step", "req/s", "achieved", "open", "drift p50/p99 ms", "TTFT err p50/p99", "errors"
     );
-    for rate in [500.0, 1000.0, 2000.0, 3000.0, 4000.0] {
+    for rate in [500.0, 1000.0, 2000.0, 4000.0, 6000.0, 8000.0] {
         let s = rt.block_on(step(base, rate, 3.0, 4, 2));
         print("rate, short streams", &s);
     }
