@@ -966,7 +966,10 @@ impl HttpTarget {
             let Some(prompt) = v["prompt"].as_str() else {
                 return Err(self.protocol("/apply-template", "no string `prompt` in the reply"));
             };
-            let body = json!({"content": prompt, "add_special": false, "parse_special": true});
+            // As llama-server's chat path does: the prompt comes back with a template BOS text
+            // already cut, and is tokenized with the vocabulary's own BOS added
+            // (`tokenize_input_prompts(vocab, prompt, add_special = true, parse_special = true)`).
+            let body = json!({"content": prompt, "add_special": true, "parse_special": true});
             let v = self.post_ok("/tokenize", &body).await?;
             return self
                 .ids_or_protocol("/tokenize", ids_at_tokens(&v))

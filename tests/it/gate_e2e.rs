@@ -59,11 +59,14 @@ async fn healthy_server_passes_identically_five_times() {
     for run in 0..5 {
         let r = gate_smoke(&ws, Some(server.url())).await;
         assert_eq!(r.exit_code, 0, "run {run}:\n{}", errors(&r).join("\n"));
-        // What must not change between reruns: every check's verdict and every prompt's status.
+        // What must not change between reruns: every check's verdict and every prompt's status
+        // — but whether this client kept up (`server.latency-client`) is about this machine's
+        // load in that run (here the server and other tests share it), not about the server.
         let mut verdicts: Vec<String> = r
             .findings
             .0
             .iter()
+            .filter(|f| f.check != "server.latency-client")
             .map(|f| format!("{} {} {:?}", f.boundary.name(), f.check, f.severity))
             .collect();
         verdicts.extend(
