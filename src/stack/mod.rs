@@ -198,8 +198,21 @@ fn hf_feed(stack: Stack, model: &ModelDir, add_special_tokens: bool) -> Result<O
 /// the training ids that vanishes under it is that prefix alone. None for any other tokenizer
 /// (or one with a pre-tokenizer of its own, where the rule is not this simple).
 pub fn start_only_prefix(tokenizer: &Tokenizer) -> Option<Tokenizer> {
-    let mut json: Value = serde_json::from_str(&tokenizer.to_string(false).ok()?).ok()?;
     let is_prepend = |n: &Value| n["type"] == "Prepend" && n["prepend"] == "\u{2581}";
+    // The cheap test first (this runs for every pipeline): only a tokenizer it applies to has
+    // its whole vocabulary serialized and rebuilt.
+    if tokenizer.get_pre_tokenizer().is_some() {
+        return None;
+    }
+    let normalizer = serde_json::to_value(tokenizer.get_normalizer()?).ok()?;
+    let prepends = is_prepend(&normalizer)
+        || normalizer["normalizers"]
+            .as_array()
+            .is_some_and(|all| all.iter().any(is_prepend));
+    if !prepends {
+        return None;
+    }
+    let mut json: Value = serde_json::from_str(&tokenizer.to_string(false).ok()?).ok()?;
     let rest = match &json["normalizer"] {
         n if is_prepend(n) => Vec::new(),
         n if n["type"] == "Sequence" => {
