@@ -377,6 +377,12 @@ fn suite_text(
     if o.stack == Some(Stack::LlamaCppPython) {
         t.push_str("# llama-cpp-python's default repeat_penalty is 1.1: temperature 0 is not argmax without this.\nextra_body = { repeat_penalty = 1.0 }\n");
     }
+    if o.stack == Some(Stack::LlamaCpp) {
+        t.push_str("# llama-server reuses the KV cache of the previous request's common prefix (cache_prompt, on by\n\
+                    # default); its README warns the logits are then not bit-for-bit identical, so the same\n\
+                    # greedy prompt can get another reply. Replay needs the same reply every time.\n\
+                    extra_body = { cache_prompt = false }\n");
+    }
     t.push_str("# connect_timeout_s = 5.0\n# read_timeout_s = 30.0\n# total_timeout_s = 120.0\n\n");
     if o.target.is_some() {
         t.push_str(&format!(

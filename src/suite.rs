@@ -466,39 +466,6 @@ pub struct GoldenRow {
     pub assistant_mask: Option<Vec<u8>>,
 }
 
-/// Read a golden JSONL, naming the file and line of any malformed row.
-pub fn read_golden(path: &Path) -> Result<Vec<GoldenRow>> {
-    let text = crate::error::read_to_string(path)?;
-    let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let row: GoldenRow = serde_json::from_str(line).map_err(|e| {
-            Error::in_file(path, format!("line {}: not a golden SFT row: {e}", i + 1))
-                .hint("each line is {\"messages\": [...], \"input_ids\": [...], \"assistant_mask\": [...]} (mask optional)")
-        })?;
-        if let Some(mask) = &row.assistant_mask {
-            if mask.len() != row.input_ids.len() {
-                return Err(Error::in_file(
-                    path,
-                    format!(
-                        "line {}: assistant_mask has {} entries but input_ids has {}",
-                        i + 1,
-                        mask.len(),
-                        row.input_ids.len()
-                    ),
-                ));
-            }
-        }
-        rows.push(row);
-    }
-    if rows.is_empty() {
-        return Err(Error::in_file(path, "the golden SFT file has no rows"));
-    }
-    Ok(rows)
-}
-
 /// Read extra conversations: a JSONL of {"id"?, "messages", "tools"?} rows.
 pub fn read_conversations(path: &Path) -> Result<Vec<ConversationEntry>> {
     let text = crate::error::read_to_string(path)?;

@@ -5,21 +5,107 @@ use std::collections::BTreeSet;
 use serde_json::{json, Value};
 use tokenizers::Tokenizer;
 
+use super::sft_stream::{Examples, Tally};
 use super::template::mask_spans;
 use super::tokens::{encode, show_tokens, single_id};
-use super::{Boundary::GenerationConfig as Gen, Context, Finding, Pipeline, Severity, Sft};
+use super::{
+    Boundary::GenerationConfig as Gen, Context, Conversation, Finding, Pipeline, Severity, Sft,
+};
 use crate::error::Result;
 
-pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
+pub fn check(ctx: &Context, rows: &Tally) -> Result<Vec<Finding>> {
     let Some(tok) = ctx.model.tokenizer.as_ref().map(|t| &t.tokenizer) else {
         return Ok(vec![]);
     };
     let stops = stop_set(ctx, tok);
+    let g = &rows.generation;
     let mut out = Vec::new();
-    out.extend(terminator_in_stop_set(ctx, tok, &stops)?);
-    out.extend(no_stop_inside_reply(ctx, tok, &stops.ids)?);
+    out.extend(terminator_in_stop_set(ctx, tok, &stops, g)?);
+    out.extend(no_stop_inside_reply(tok, &stops.ids, g));
     out.extend(defaults(ctx));
     Ok(out)
+}
+
+/// What the generation boundary's per-row checks saw over all rows.
+#[derive(Default)]
+pub struct GenerationTally {
+    /// Some row carried an assistant mask: the terminators come from the masks.
+    pub from_mask: bool,
+    /// The special tokens that close a masked assistant span.
+    pub terminators: BTreeSet<u32>,
+    /// A mask that stops before the terminator: the model never learned to emit it.
+    pub outside_mask: bool,
+    /// Assistant replies looked at, and those with a stop token inside: (row, token, position).
+    pub spans_seen: usize,
+    pub stop_inside: Examples<(String, u32, usize)>,
+}
+
+impl GenerationTally {
+    pub fn merge(&mut self, later: GenerationTally) {
+        self.from_mask |= later.from_mask;
+        self.terminators.extend(later.terminators);
+        self.outside_mask |= later.outside_mask;
+        self.spans_seen += later.spans_seen;
+        self.stop_inside.merge(later.stop_inside);
+    }
+}
+
+/// The stop set the per-row checks test replies against; None without a tokenizer.
+pub fn row_stops(ctx: &Context) -> Option<BTreeSet<u32>> {
+    let tok = &ctx.model.tokenizer.as_ref()?.tokenizer;
+    Some(stop_set(ctx, tok).ids)
+}
+
+/// One conversation through the generation boundary's checks: which token closes its
+/// assistant turns (from the mask), and does a stop token occur inside a reply (ollama#17939)?
+pub fn row(
+    ctx: &Context,
+    stops: Option<&BTreeSet<u32>>,
+    conv: &Conversation,
+) -> Result<GenerationTally> {
+    let mut t = GenerationTally::default();
+    let (Some(tok), Some(stops)) = (ctx.model.tokenizer.as_ref().map(|t| &t.tokenizer), stops)
+    else {
+        return Ok(t);
+    };
+    match &conv.golden {
+        Some((golden, Some(mask))) => {
+            t.from_mask = true;
+            for (start, end) in mask_spans(mask) {
+                let last = golden[end - 1];
+                if is_special(tok, last) {
+                    t.terminators.insert(last);
+                } else if let Some(&next) = golden.get(end).filter(|&&n| is_special(tok, n)) {
+                    t.terminators.insert(next);
+                    t.outside_mask = true;
+                }
+                t.spans_seen += 1;
+                // The span's last token may be the terminator itself.
+                if let Some(pos) =
+                    (start..end.saturating_sub(1)).find(|&i| stops.contains(&golden[i]))
+                {
+                    t.stop_inside.push((conv.id.clone(), golden[pos], pos));
+                }
+            }
+        }
+        _ => {
+            for m in conv
+                .messages
+                .iter()
+                .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+            {
+                let Some(content) = m.get("content").and_then(Value::as_str) else {
+                    continue;
+                };
+                t.spans_seen += 1;
+                let ids = encode(tok, content, false)?;
+                if let Some(pos) = ids.iter().position(|i| stops.contains(i)) {
+                    t.stop_inside.push((conv.id.clone(), ids[pos], pos));
+                }
+            }
+        }
+    }
+    Ok(t)
 }
 
 /// The stop set the serving stack uses, and the ids a stricter member of its family would
@@ -111,32 +197,12 @@ struct Terminators {
     outside_mask: bool,
 }
 
-fn terminators(ctx: &Context, tok: &Tokenizer) -> Result<Option<Terminators>> {
-    let mut ids = BTreeSet::new();
-    let mut outside_mask = false;
-    let mut from_mask = false;
-    for conv in &ctx.conversations {
-        let Some((golden, Some(mask))) = &conv.golden else {
-            continue;
-        };
-        from_mask = true;
-        for (start, end) in mask_spans(mask) {
-            let last = golden[end - 1];
-            if is_special(tok, last) {
-                ids.insert(last);
-            } else if let Some(&next) = golden.get(end).filter(|&&n| is_special(tok, n)) {
-                ids.insert(next);
-                outside_mask = true;
-            } else {
-                let _ = start;
-            }
-        }
-    }
-    if from_mask {
+fn terminators(ctx: &Context, rows: &GenerationTally) -> Result<Option<Terminators>> {
+    if rows.from_mask {
         return Ok(Some(Terminators {
-            ids,
+            ids: rows.terminators.clone(),
             source: "the golden SFT assistant masks".into(),
-            outside_mask,
+            outside_mask: rows.outside_mask,
         }));
     }
     // No mask: render a probe turn with the SFT template (or the serving one, whose parity with
@@ -184,10 +250,15 @@ fn probe_terminator(p: &Pipeline) -> Result<Option<u32>> {
         .map(|(id, _)| *id))
 }
 
-fn terminator_in_stop_set(ctx: &Context, tok: &Tokenizer, set: &StopSet) -> Result<Vec<Finding>> {
+fn terminator_in_stop_set(
+    ctx: &Context,
+    tok: &Tokenizer,
+    set: &StopSet,
+    rows: &GenerationTally,
+) -> Result<Vec<Finding>> {
     let stops = &set.ids;
     const ID: &str = "generation.stop-set";
-    let Some(t) = terminators(ctx, tok)? else {
+    let Some(t) = terminators(ctx, rows)? else {
         return Ok(vec![Finding::new(
             Gen,
             ID,
@@ -265,48 +336,16 @@ fn terminator_in_stop_set(ctx: &Context, tok: &Tokenizer, set: &StopSet) -> Resu
 /// No stop token may occur inside what the assistant is trained to say, or replies are cut
 /// short there (ollama#17939).
 fn no_stop_inside_reply(
-    ctx: &Context,
     tok: &Tokenizer,
     stops: &BTreeSet<u32>,
-) -> Result<Vec<Finding>> {
+    rows: &GenerationTally,
+) -> Vec<Finding> {
     const ID: &str = "generation.stop-inside-reply";
-    let mut hits = Vec::new();
-    let mut spans_seen = 0;
-    for conv in &ctx.conversations {
-        match &conv.golden {
-            Some((golden, Some(mask))) => {
-                for (start, end) in mask_spans(mask) {
-                    spans_seen += 1;
-                    // The span's last token may be the terminator itself.
-                    if let Some(pos) =
-                        (start..end.saturating_sub(1)).find(|&i| stops.contains(&golden[i]))
-                    {
-                        hits.push((conv.id.clone(), golden[pos], pos));
-                    }
-                }
-            }
-            _ => {
-                for m in conv
-                    .messages
-                    .iter()
-                    .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-                {
-                    let Some(content) = m.get("content").and_then(Value::as_str) else {
-                        continue;
-                    };
-                    spans_seen += 1;
-                    let ids = encode(tok, content, false)?;
-                    if let Some(pos) = ids.iter().position(|i| stops.contains(i)) {
-                        hits.push((conv.id.clone(), ids[pos], pos));
-                    }
-                }
-            }
-        }
-    }
+    let spans_seen = rows.spans_seen;
     if spans_seen == 0 {
-        return Ok(vec![]);
+        return vec![];
     }
-    Ok(vec![match hits.first() {
+    vec![match rows.stop_inside.first() {
         None => Finding::pass(
             Gen,
             ID,
@@ -318,14 +357,14 @@ fn no_stop_inside_reply(
             Severity::Error,
             format!(
                 "a stop token occurs inside {} assistant replies: the server will cut them short",
-                hits.len()
+                rows.stop_inside.count
             ),
         )
         .with("first conversation", id)
         .with("token", show_tokens(tok, &[*token]))
         .with("position", pos)
         .with("stop set", show_set(tok, stops)),
-    }])
+    }]
 }
 
 /// The generation defaults the serving files carry vs what the suite expects (vllm#15241: a

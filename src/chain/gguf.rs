@@ -119,8 +119,8 @@ fn gguf_vs_hf(ctx: &Context) -> Vec<Finding> {
                     "template.gguf-vs-hf",
                     Severity::Info,
                     format!(
-                        "the GGUF's chat template text differs from the Hugging Face files', but both render the same text for all {} conversations, with and without a generation prompt",
-                        ctx.conversations.len()
+                        "the GGUF's chat template text differs from the Hugging Face files', but both render the same text for {}, with and without a generation prompt",
+                        rendered_on(ctx)
                     ),
                 ),
                 Some(diff) => Finding::new(
@@ -196,6 +196,19 @@ fn gguf_vs_hf(ctx: &Context) -> Vec<Finding> {
         );
     }
     out
+}
+
+/// Which conversations the template diff renders: all of them, or a sample of a large SFT file.
+fn rendered_on(ctx: &Context) -> String {
+    let n = ctx.conversations.len();
+    if ctx.golden_sample < super::sft_stream::SAMPLE_ROWS {
+        format!("all {n} conversations")
+    } else {
+        format!(
+            "the {n} conversations compared (the first {} golden rows and the suite's own)",
+            ctx.golden_sample
+        )
+    }
 }
 
 /// Where two template texts first render differently on the suite's conversations (with and

@@ -10,12 +10,13 @@ pub mod gguf;
 pub mod lock;
 pub mod online;
 pub mod probe;
+pub mod sft_stream;
 pub mod shapes;
 pub mod template;
 pub mod tokenizer;
 pub mod tokens;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use tokenizers::Tokenizer;
@@ -25,7 +26,7 @@ pub use finding::{Boundary, Finding, Findings, Severity};
 use crate::artifacts::{ModelDir, TemplateSource};
 use crate::error::{Error, Result};
 use crate::stack::Stack;
-use crate::suite::{self, GoldenRow, Suite};
+use crate::suite::{self, Suite};
 use crate::template::{ChatTemplate, RenderRequest, Rendered, SpecialTokens, TemplateError};
 
 /// One way of turning messages into token ids: a template, its special tokens, a tokenizer,
@@ -104,12 +105,21 @@ impl Pipeline {
 
 /// What the model was fine-tuned on.
 pub enum Sft {
-    /// Ids the training pipeline produced.
-    Golden(Vec<GoldenRow>),
+    /// Ids the training pipeline produced: a JSONL of golden rows, streamed (see `sft_stream`).
+    Golden(PathBuf),
     /// The template and tokenizer the training pipeline used.
     Template(Box<Pipeline>),
     /// The suite names no SFT format: template parity cannot be checked.
     Unknown,
+}
+
+impl Sft {
+    pub fn golden_path(&self) -> Option<&Path> {
+        match self {
+            Sft::Golden(p) => Some(p),
+            _ => None,
+        }
+    }
 }
 
 /// A conversation to push through both pipelines.
@@ -145,11 +155,12 @@ pub struct Context {
     /// The serving pipeline; None when the model has no tokenizer or no template.
     pub serving: Option<Pipeline>,
     pub sft: Sft,
+    /// The first golden rows (at most `sft_stream::SAMPLE_ROWS`), then the suite's own
+    /// conversations: what the checks that read conversations whole use. The per-row checks
+    /// stream the whole golden file instead.
     pub conversations: Vec<Conversation>,
-    /// Golden rows whose assistant mask was all zeros or all ones (what
-    /// `return_assistant_tokens_mask=True` gives on a template without `{% generation %}`):
-    /// their masks are treated as absent.
-    pub degenerate_masks: Vec<String>,
+    /// How many of `conversations` are golden rows.
+    pub golden_sample: usize,
     pub lock: Option<lock::Lock>,
 }
 
@@ -179,7 +190,7 @@ impl Context {
         // that tokenizer when the stack is transformers.
         let built = serving.as_ref().filter(|_| stack == Stack::Transformers);
         let sft = sft_side(&suite, &model, built)?;
-        let (conversations, degenerate_masks) = conversations(&suite, &sft)?;
+        let (conversations, golden_sample) = conversations(&suite, &sft)?;
         let lock = lock::Lock::read(&suite.lock_path)?;
         Ok(Context {
             suite,
@@ -188,7 +199,7 @@ impl Context {
             stack_origin,
             stack_tokenizer,
             stack_notes,
-            degenerate_masks,
+            golden_sample,
             serving,
             sft,
             conversations,
@@ -319,7 +330,7 @@ fn config_bos(model: &ModelDir) -> Option<u32> {
 
 fn sft_side(suite: &Suite, model: &ModelDir, transformers: Option<&Pipeline>) -> Result<Sft> {
     if let Some(golden) = &suite.sft_golden {
-        return Ok(Sft::Golden(suite::read_golden(golden)?));
+        return Ok(Sft::Golden(golden.clone()));
     }
     let Some(path) = &suite.sft_template else {
         return Ok(Sft::Unknown);
@@ -373,36 +384,15 @@ fn sft_side(suite: &Suite, model: &ModelDir, transformers: Option<&Pipeline>) ->
     })))
 }
 
-fn conversations(suite: &Suite, sft: &Sft) -> Result<(Vec<Conversation>, Vec<String>)> {
-    let mut out = Vec::new();
-    let mut degenerate = Vec::new();
-    if let Sft::Golden(rows) = sft {
-        for (i, row) in rows.iter().enumerate() {
-            let id = row
-                .id
-                .clone()
-                .unwrap_or_else(|| format!("golden#{}", i + 1));
-            let mut mask = row.assistant_mask.clone();
-            let has_assistant = row
-                .messages
-                .iter()
-                .any(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
-            if let Some(m) = &mask {
-                let all_zero = m.iter().all(|&b| b == 0);
-                let all_one = !m.is_empty() && m.iter().all(|&b| b != 0);
-                if (all_zero && has_assistant) || all_one {
-                    degenerate.push(id.clone());
-                    mask = None;
-                }
-            }
-            out.push(Conversation {
-                id,
-                messages: row.messages.clone(),
-                tools: row.tools.clone(),
-                golden: Some((row.input_ids.clone(), mask)),
-            });
-        }
-    }
+fn conversations(suite: &Suite, sft: &Sft) -> Result<(Vec<Conversation>, usize)> {
+    let mut out: Vec<Conversation> = match sft.golden_path() {
+        Some(path) => sft_stream::sample(path, sft_stream::SAMPLE_ROWS)?
+            .into_iter()
+            .map(|(c, _)| c)
+            .collect(),
+        None => Vec::new(),
+    };
+    let golden_sample = out.len();
     let mut extra = suite.file.conversations.clone();
     if let Some(path) = &suite.conversations_file {
         extra.extend(suite::read_conversations(path)?);
@@ -415,17 +405,20 @@ fn conversations(suite: &Suite, sft: &Sft) -> Result<(Vec<Conversation>, Vec<Str
             golden: None,
         });
     }
-    Ok((out, degenerate))
+    Ok((out, golden_sample))
 }
 
-/// Run every offline boundary in chain order.
-pub fn run_offline(ctx: &Context) -> Result<Findings> {
+/// Run every offline boundary in chain order. The SFT rows are streamed once, in parallel, for
+/// the per-row checks of the tokenizer, template and generation boundaries; `progress` shows
+/// a bar for that pass on a terminal.
+pub fn run_offline(ctx: &Context, progress: bool) -> Result<Findings> {
     let mut findings = Findings::default();
     findings.extend(checkpoint::check(ctx)?);
     findings.extend(gguf::check(ctx));
-    findings.extend(tokenizer::check(ctx)?);
-    findings.extend(template::check(ctx)?);
-    findings.extend(generation::check(ctx)?);
+    let rows = sft_stream::tally(ctx, progress)?;
+    findings.extend(tokenizer::check(ctx, &rows)?);
+    findings.extend(template::check(ctx, &rows)?);
+    findings.extend(generation::check(ctx, &rows)?);
     findings.extend(client::check(ctx)?);
     checks::apply_policy(&mut findings.0, &ctx.suite.file.server);
     findings.sort();

@@ -6,6 +6,8 @@
 //! transformers would (its input preprocessing included) and classed: renders, raises (with
 //! the template's message) or silently drops content. A shape the suite itself uses that
 //! raises is an error (the deploy will fail on real traffic); the others are warnings.
+use std::collections::BTreeSet;
+
 use serde_json::{json, Value};
 
 use super::{limit_is_bad_input, Boundary::Template, Context, Finding, Pipeline, Severity};
@@ -119,7 +121,7 @@ fn shapes() -> Vec<Shape> {
 }
 
 /// Which shapes a chat uses.
-fn used_by(messages: &[Value]) -> Vec<&'static str> {
+pub fn used_by(messages: &[Value]) -> Vec<&'static str> {
     let role = |m: &Value| {
         m.get("role")
             .and_then(Value::as_str)
@@ -213,13 +215,14 @@ fn shape_finding(sev: Severity, shape: &str, what: String, evidence: (&str, Stri
         .with(evidence.0, evidence.1)
 }
 
-pub fn check(ctx: &Context, serving: &Pipeline) -> Result<Vec<Finding>> {
+/// `rows_use`: the shapes the SFT rows and the suite's conversations use.
+pub fn check(
+    ctx: &Context,
+    serving: &Pipeline,
+    rows_use: &BTreeSet<&'static str>,
+) -> Result<Vec<Finding>> {
     // The shapes the suite declares it uses: its conversations and its replay prompts.
-    let mut used: Vec<&str> = ctx
-        .conversations
-        .iter()
-        .flat_map(|c| used_by(&c.messages))
-        .collect();
+    let mut used: Vec<&str> = rows_use.iter().copied().collect();
     if let (Some(path), Some(section)) = (&ctx.suite.replay_prompts, &ctx.suite.file.replay) {
         if let Ok(prompts) = crate::replay::prompts::load(path, section) {
             used.extend(prompts.iter().flat_map(|p| used_by(&p.messages)));

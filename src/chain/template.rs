@@ -1,17 +1,20 @@
 //! Boundary 3, the chat template: does the serving template produce the same token ids as the
 //! SFT format, for whole conversations and for the prompt the server builds before a reply?
+use std::collections::BTreeSet;
+
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
 use super::diff::{diverge, first_difference, space_prefix_only, Divergence, DivergenceClass};
 use super::lock::short;
+use super::sft_stream::{Examples, Tally};
 use super::tokens::{leading_count, show_tokens};
 use super::{
     limit_is_bad_input, Boundary::Template, Context, Conversation, Finding, Pipeline, Severity, Sft,
 };
 use crate::error::{Error, Result};
 
-pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
+pub fn check(ctx: &Context, rows: &Tally) -> Result<Vec<Finding>> {
     let Some(serving) = &ctx.serving else {
         if ctx.model.tokenizer.is_none() {
             return Ok(vec![]); // already reported at the tokenizer boundary
@@ -19,32 +22,21 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
         return Ok(vec![Finding::new(Template, "template.present", Severity::Error, "the model ships no chat template (chat_template.jinja, tokenizer_config.json, GGUF metadata): servers fall back to a built-in format")
             .with("dir", ctx.model.root.display())]);
     };
+    let t = &rows.template;
     let mut out = vec![vs_lock(ctx, serving)];
-    out.extend(degenerate_masks(ctx));
-    out.extend(super::shapes::check(ctx, serving)?);
-    let sft_tok = match &ctx.sft {
-        Sft::Template(p) => &p.tokenizer,
-        _ => &serving.tokenizer,
-    };
-    let mut renders = Vec::new();
-    let mut failed_renders = Vec::new();
-    for conv in &ctx.conversations {
-        match render_both(ctx, serving, conv)? {
-            Ok(pair) => renders.push((conv, pair)),
-            Err(msg) => failed_renders.push((conv.id.clone(), msg)),
-        }
-    }
-    if !failed_renders.is_empty() {
+    out.extend(degenerate_masks(&rows.degenerate_masks));
+    out.extend(super::shapes::check(ctx, serving, &rows.shapes_used)?);
+    if !t.render_failed.is_empty() {
         let mut f = Finding::new(
             Template,
             "template.render",
             Severity::Error,
             format!(
                 "the serving template fails on {} conversation(s)",
-                failed_renders.len()
+                t.render_failed.count
             ),
         );
-        for (id, msg) in failed_renders.iter().take(5) {
+        for (id, msg) in &t.render_failed.kept {
             f = f.with("conversation", format!("{id}: {msg}"));
         }
         out.push(f);
@@ -53,45 +45,115 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
         out.push(Finding::new(Template, "template.parity", Severity::Info, "the suite names no SFT format ([sft] golden or template): template parity is not checked"));
         return Ok(out);
     }
-    let compared: Vec<_> = renders
-        .iter()
-        .filter_map(|(c, (s, text, t))| t.as_ref().map(|t| (*c, s, text, t)))
-        .collect();
-    let ids_only: Vec<_> = compared.iter().map(|(c, s, _, t)| (*c, *s, *t)).collect();
-    out.push(bos_count(serving, &ids_only));
-    let mut diverged = Vec::new();
-    let mut prefix_only = Vec::new();
-    for (conv, s, text, t) in &compared {
-        if let Some(d) = diverge(
-            &serving.tokenizer,
-            s,
-            sft_tok,
-            t,
-            serving.bos_id(),
-            &conv.messages,
-        ) {
-            if serving.start_only_ids(text)?.as_ref() == Some(*t) {
-                prefix_only.push((conv.id.clone(), d));
-            } else {
-                diverged.push((conv.id.clone(), d));
-            }
-        }
-    }
-    out.push(parity(&diverged, &prefix_only, compared.len(), serving));
-    let clean: Vec<_> = compared
-        .iter()
-        .filter(|(c, _, _, _)| !diverged.iter().any(|(id, _)| id == &c.id))
-        .map(|(c, _, _, t)| (*c, *t))
-        .collect();
-    out.push(generation_prompt(ctx, serving, &clean)?);
+    out.push(bos_count(serving, t.first_compared.as_ref()));
+    out.push(parity(t, serving));
+    out.push(match &t.prompt_failure {
+        Some(f) => f.clone(),
+        None => prompt_pass(t.prompt_checked, &generation_suffix(serving)),
+    });
     out.extend(suffix_vs_sft(ctx, serving));
     Ok(out)
 }
 
+/// The first conversation rendered on both sides: its id, messages, serving and SFT ids.
+pub type Compared = (String, Vec<serde_json::Value>, Ids, Ids);
+
+/// What the template's per-row checks saw over all rows.
+#[derive(Default)]
+pub struct TemplateTally {
+    /// Conversations the serving template raises on: (id, what it said).
+    pub render_failed: Examples<(String, String)>,
+    /// Conversations rendered on both sides.
+    pub compared: usize,
+    pub first_compared: Option<Compared>,
+    /// Conversations whose serving ids differ from the SFT ids, and their classes.
+    pub diverged: Examples<(String, Divergence)>,
+    pub classes: BTreeSet<&'static str>,
+    /// Conversations that differ only by llama.cpp's space prefix after special tokens.
+    pub prefix_only: Examples<(String, Divergence)>,
+    /// Assistant turns whose serving prompt was compared with the training context, and the
+    /// first that differed.
+    pub prompt_checked: usize,
+    pub prompt_failure: Option<Finding>,
+}
+
+impl TemplateTally {
+    pub fn merge(&mut self, later: TemplateTally) {
+        self.render_failed.merge(later.render_failed);
+        self.compared += later.compared;
+        if self.first_compared.is_none() {
+            self.first_compared = later.first_compared;
+        }
+        self.diverged.merge(later.diverged);
+        self.classes.extend(later.classes);
+        self.prefix_only.merge(later.prefix_only);
+        self.prompt_checked += later.prompt_checked;
+        if self.prompt_failure.is_none() {
+            self.prompt_failure = later.prompt_failure;
+        }
+    }
+}
+
+/// One conversation through the template's checks: does it render, do its serving ids equal
+/// the SFT ids, and does the server's prompt before each assistant turn equal the training
+/// context?
+pub fn row(
+    ctx: &Context,
+    conv: &Conversation,
+    suffix: &Option<String>,
+    served: &Served,
+) -> Result<TemplateTally> {
+    let mut t = TemplateTally::default();
+    let (Some(serving), Some(served)) = (&ctx.serving, served) else {
+        return Ok(t);
+    };
+    let (s, text) = match served {
+        Ok(both) => both,
+        Err(msg) => {
+            t.render_failed.push((conv.id.clone(), msg.clone()));
+            return Ok(t);
+        }
+    };
+    let Some(sft_ids) = sft_ids(ctx, conv)? else {
+        return Ok(t);
+    };
+    t.compared = 1;
+    let sft_tok = match &ctx.sft {
+        Sft::Template(p) => &p.tokenizer,
+        _ => &serving.tokenizer,
+    };
+    let diverged = match diverge(
+        &serving.tokenizer,
+        s,
+        sft_tok,
+        &sft_ids,
+        serving.bos_id(),
+        &conv.messages,
+    ) {
+        Some(d) if serving.start_only_ids(text)?.as_ref() == Some(&sft_ids) => {
+            t.prefix_only.push((conv.id.clone(), d));
+            false
+        }
+        Some(d) => {
+            t.classes.insert(d.class.name());
+            t.diverged.push((conv.id.clone(), d));
+            true
+        }
+        None => false,
+    };
+    // A conversation whose render differs says nothing more about its prompts.
+    if !diverged {
+        let (checked, failure) = generation_prompt(ctx, serving, conv, &sft_ids, suffix)?;
+        t.prompt_checked = checked;
+        t.prompt_failure = failure;
+    }
+    t.first_compared = Some((conv.id.clone(), conv.messages.clone(), s.clone(), sft_ids));
+    Ok(t)
+}
+
 /// Golden masks that mark nothing (or everything) say nothing about the assistant turns: a
 /// template without `{% generation %}` makes transformers return all zeros.
-fn degenerate_masks(ctx: &Context) -> Option<Finding> {
-    let rows = &ctx.degenerate_masks;
+fn degenerate_masks(rows: &Examples<String>) -> Option<Finding> {
     let first = rows.first()?;
     Some(
         Finding::new(
@@ -100,7 +162,7 @@ fn degenerate_masks(ctx: &Context) -> Option<Finding> {
             Severity::Warning,
             format!(
                 "{} golden row(s) carry an all-zero or all-one assistant_mask, treated as absent: the template that produced them has no {{% generation %}} block, so return_assistant_tokens_mask marked nothing",
-                rows.len()
+                rows.count
             ),
         )
         .with("first row", first)
@@ -140,28 +202,35 @@ fn suffix_vs_sft(ctx: &Context, serving: &Pipeline) -> Option<Finding> {
 }
 
 type Ids = Vec<u32>;
-/// A conversation's serving ids and rendered text, and its SFT ids when the SFT side has them.
-type Both = (Ids, String, Option<Ids>);
 
-/// Serving ids and text, and SFT ids (when the SFT side can produce them), of a whole
-/// conversation.
-/// The outer Result is bad input (a template that exhausts its limits); the inner one is a
-/// template that raises on this conversation.
-fn render_both(
-    ctx: &Context,
-    serving: &Pipeline,
-    conv: &Conversation,
-) -> Result<Result<Both, String>> {
-    let (s, text) = match serving.render(&conv.messages, conv.tools.as_deref(), false) {
-        Ok(r) => (serving.ids(&r.text)?, r.text),
-        Err(e) => {
-            if let Some(bad) = limit_is_bad_input(&serving.origin, &e) {
-                return Err(bad);
-            }
-            return Ok(Err(e.to_string()));
-        }
+/// A conversation as the serving stack feeds it: its ids and rendered text, or what the
+/// template raised. None without a serving pipeline. Rendered once per row and shared by the
+/// template's checks and the tokenizer's re-encode.
+pub type Served = Option<std::result::Result<(Ids, String), String>>;
+
+/// Render and tokenize a whole conversation the serving way. The outer Result is bad input
+/// (a template that exhausts its limits); a template that raises on this conversation is a
+/// finding, kept in the inner Err.
+pub fn serve(ctx: &Context, conv: &Conversation) -> Result<Served> {
+    let Some(serving) = &ctx.serving else {
+        return Ok(None);
     };
-    let t = match (&ctx.sft, &conv.golden) {
+    Ok(Some(
+        match serving.render(&conv.messages, conv.tools.as_deref(), false) {
+            Ok(r) => Ok((serving.ids(&r.text)?, r.text)),
+            Err(e) => {
+                if let Some(bad) = limit_is_bad_input(&serving.origin, &e) {
+                    return Err(bad);
+                }
+                Err(e.to_string())
+            }
+        },
+    ))
+}
+
+/// The SFT ids of a conversation: its golden ids, else the SFT template's render.
+fn sft_ids(ctx: &Context, conv: &Conversation) -> Result<Option<Ids>> {
+    Ok(match (&ctx.sft, &conv.golden) {
         (_, Some((ids, _))) => Some(ids.clone()),
         (Sft::Template(sft), None) => {
             match sft.render(&conv.messages, conv.tools.as_deref(), false) {
@@ -175,8 +244,7 @@ fn render_both(
             }
         }
         _ => None,
-    };
-    Ok(Ok((s, text, t)))
+    })
 }
 
 fn vs_lock(ctx: &Context, serving: &Pipeline) -> Finding {
@@ -209,10 +277,10 @@ pub fn template_sha256(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
-fn bos_count(serving: &Pipeline, compared: &[(&Conversation, &Ids, &Ids)]) -> Finding {
+fn bos_count(serving: &Pipeline, first: Option<&Compared>) -> Finding {
     const ID: &str = "template.bos-count";
     let bos = serving.bos_id();
-    let Some((conv, s, t)) = compared.first() else {
+    let Some((conv_id, messages, s, t)) = first else {
         return Finding::new(Template, ID, Severity::Info, "no conversation to compare");
     };
     let (ns, nt) = (leading_count(s, bos), leading_count(t, bos));
@@ -230,14 +298,7 @@ fn bos_count(serving: &Pipeline, compared: &[(&Conversation, &Ids, &Ids)]) -> Fi
     }
     // Counts that differ as part of another chat format (llama-2's `<s>[INST]` served for
     // ChatML) are that format's fault, which template.parity names.
-    if let Some(d) = diverge(
-        &serving.tokenizer,
-        s,
-        &serving.tokenizer,
-        t,
-        bos,
-        &conv.messages,
-    ) {
+    if let Some(d) = diverge(&serving.tokenizer, s, &serving.tokenizer, t, bos, messages) {
         if !matches!(
             d.class,
             DivergenceClass::DoubleBos | DivergenceClass::MissingBos
@@ -252,7 +313,7 @@ fn bos_count(serving: &Pipeline, compared: &[(&Conversation, &Ids, &Ids)]) -> Fi
                 ),
             )
             .with("bos", bos_text)
-            .with("conversation", &conv.id);
+            .with("conversation", conv_id);
         }
     }
     let class = if ns > nt {
@@ -271,7 +332,7 @@ fn bos_count(serving: &Pipeline, compared: &[(&Conversation, &Ids, &Ids)]) -> Fi
     )
     .with("class", class.name())
     .with("bos", bos_text)
-    .with("conversation", &conv.id)
+    .with("conversation", conv_id)
     .with(
         "serving starts",
         show_tokens(&serving.tokenizer, &s[..s.len().min(4)]),
@@ -283,14 +344,10 @@ fn bos_count(serving: &Pipeline, compared: &[(&Conversation, &Ids, &Ids)]) -> Fi
     .with("add_special_tokens (serving)", serving.add_special_tokens)
 }
 
-fn parity(
-    diverged: &[(String, Divergence)],
-    prefix_only: &[(String, Divergence)],
-    total: usize,
-    serving: &Pipeline,
-) -> Finding {
+fn parity(t: &TemplateTally, serving: &Pipeline) -> Finding {
     const ID: &str = "template.parity";
-    let with_prefix_count = |f: Finding| match prefix_only.len() {
+    let (total, prefix_only) = (t.compared, &t.prefix_only);
+    let with_prefix_count = |f: Finding| match prefix_only.count {
         0 => f,
         n => f.with(
             "differing only by a space prefix (warning class space-prefix)",
@@ -305,9 +362,9 @@ fn parity(
             "no conversation rendered on both sides: nothing to compare",
         );
     }
-    let Some((id, d)) = diverged.first() else {
+    let Some((id, d)) = t.diverged.first() else {
         if let Some((id, d)) = prefix_only.first() {
-            return space_prefix_only(Template, ID, prefix_only.len(), total, "conversations")
+            return space_prefix_only(Template, ID, prefix_only.count, total, "conversations")
                 .with("first conversation", id)
                 .with("first difference at token", d.position)
                 .with("serving", &d.serving_context)
@@ -323,9 +380,7 @@ fn parity(
         )
         .with("serving template", &serving.origin);
     };
-    let mut classes: Vec<&str> = diverged.iter().map(|(_, d)| d.class.name()).collect();
-    classes.sort();
-    classes.dedup();
+    let classes: Vec<&str> = t.classes.iter().copied().collect();
     with_prefix_count(
         Finding::new(
             Template,
@@ -334,7 +389,7 @@ fn parity(
             format!(
                 "{}: the serving render differs from the SFT ids in {} of {total} conversations",
                 d.class.name(),
-                diverged.len()
+                t.diverged.count
             ),
         )
         .with("class", d.class.name())
@@ -354,129 +409,143 @@ fn parity(
 /// For every assistant turn: the prompt the server builds (messages before it, with the
 /// generation prompt) must be exactly the training context that preceded the assistant's
 /// tokens. Otherwise the reply starts from a context the model never saw (vllm#13125).
+/// Returns the turns checked and the first failure.
 fn generation_prompt(
     ctx: &Context,
     serving: &Pipeline,
-    clean: &[(&Conversation, &Ids)],
-) -> Result<Finding> {
-    const ID: &str = "template.generation-prompt";
-    let suffix = generation_suffix(serving);
+    conv: &Conversation,
+    sft_ids: &[u32],
+    suffix: &Option<String>,
+) -> Result<(usize, Option<Finding>)> {
     let mut checked = 0;
-    for (conv, sft_ids) in clean {
-        let spans = conv
-            .golden
-            .as_ref()
-            .and_then(|g| g.1.as_ref())
-            .map(|m| mask_spans(m));
-        let turns = assistant_turns(&conv.messages);
-        for (j, &k) in turns.iter().enumerate() {
-            if k == 0 {
-                continue; // an opening assistant message has no prompt before it
-            }
-            let prompt = match serving.render(&conv.messages[..k], conv.tools.as_deref(), true) {
-                Ok(r) => {
-                    let ids = serving.ids(&r.text)?;
-                    // llama.cpp's space prefix alone is template.parity's warning, not a
-                    // generation-prompt fault: compare what remains once it is undone.
-                    match serving.start_only_ids(&r.text)? {
-                        Some(alt) if alt != ids => (ids, Some(alt)),
-                        _ => (ids, None),
-                    }
+    let spans = conv
+        .golden
+        .as_ref()
+        .and_then(|g| g.1.as_ref())
+        .map(|m| mask_spans(m));
+    let turns = assistant_turns(&conv.messages);
+    for (j, &k) in turns.iter().enumerate() {
+        if k == 0 {
+            continue; // an opening assistant message has no prompt before it
+        }
+        let prompt = match serving.render(&conv.messages[..k], conv.tools.as_deref(), true) {
+            Ok(r) => {
+                let ids = serving.ids(&r.text)?;
+                // llama.cpp's space prefix alone is template.parity's warning, not a
+                // generation-prompt fault: compare what remains once it is undone.
+                match serving.start_only_ids(&r.text)? {
+                    Some(alt) if alt != ids => (ids, Some(alt)),
+                    _ => (ids, None),
                 }
-                Err(e) => match limit_is_bad_input(&serving.origin, &e) {
-                    Some(bad) => return Err(bad),
-                    None => continue, // a template may refuse a prefix (e.g. "must end with user"); reported by template.render if it matters
-                },
-            };
-            let expected: Option<&[u32]> = match (&ctx.sft, &spans) {
-                (_, Some(spans)) => spans.get(j).map(|&(start, _)| &sft_ids[..start]),
-                (Sft::Template(_), None) => None,
-                _ => None,
-            };
-            let sft_prompt;
-            let expected = match expected {
-                Some(e) => e,
-                None => match &ctx.sft {
-                    Sft::Template(sft) => {
-                        sft_prompt =
-                            match sft.render(&conv.messages[..k], conv.tools.as_deref(), true) {
-                                Ok(r) => sft.ids(&r.text)?,
-                                Err(_) => continue,
-                            };
-                        &sft_prompt[..]
-                    }
-                    // Golden ids without a mask: the serving prompt must at least be a prefix (TRL's check).
-                    _ => {
-                        checked += 1;
-                        let prompt = match prompt {
-                            (ids, Some(alt))
-                                if !sft_ids.starts_with(&ids) && sft_ids.starts_with(&alt) =>
-                            {
-                                alt
-                            }
-                            (ids, _) => ids,
-                        };
-                        if !sft_ids.starts_with(&prompt) {
-                            return Ok(prompt_finding(
+            }
+            Err(e) => match limit_is_bad_input(&serving.origin, &e) {
+                Some(bad) => return Err(bad),
+                None => continue, // a template may refuse a prefix (e.g. "must end with user"); reported by template.render if it matters
+            },
+        };
+        let expected: Option<&[u32]> = match (&ctx.sft, &spans) {
+            (_, Some(spans)) => spans.get(j).map(|&(start, _)| &sft_ids[..start]),
+            (Sft::Template(_), None) => None,
+            _ => None,
+        };
+        let sft_prompt;
+        let expected = match expected {
+            Some(e) => e,
+            None => match &ctx.sft {
+                Sft::Template(sft) => {
+                    sft_prompt = match sft.render(&conv.messages[..k], conv.tools.as_deref(), true)
+                    {
+                        Ok(r) => sft.ids(&r.text)?,
+                        Err(_) => continue,
+                    };
+                    &sft_prompt[..]
+                }
+                // Golden ids without a mask: the serving prompt must at least be a prefix (TRL's check).
+                _ => {
+                    checked += 1;
+                    let prompt = match prompt {
+                        (ids, Some(alt))
+                            if !sft_ids.starts_with(&ids) && sft_ids.starts_with(&alt) =>
+                        {
+                            alt
+                        }
+                        (ids, _) => ids,
+                    };
+                    if !sft_ids.starts_with(&prompt) {
+                        return Ok((
+                            checked,
+                            Some(prompt_finding(
                                 serving,
                                 conv,
                                 k,
                                 &prompt,
                                 sft_ids,
                                 first_difference(&prompt, sft_ids).unwrap_or(0),
-                                &suffix,
-                            ));
-                        }
-                        // A template that appends nothing for add_generation_prompt passes the
-                        // prefix test trivially: then the training context must continue with
-                        // the reply itself, not with markup the model would have to generate.
-                        if suffix.as_deref() == Some("") {
-                            if let Some(end) = markup_before_reply(
-                                serving,
-                                &conv.messages[k],
-                                &sft_ids[prompt.len()..],
-                            ) {
-                                return Ok(prompt_finding(
+                                suffix,
+                            )),
+                        ));
+                    }
+                    // A template that appends nothing for add_generation_prompt passes the
+                    // prefix test trivially: then the training context must continue with
+                    // the reply itself, not with markup the model would have to generate.
+                    if suffix.as_deref() == Some("") {
+                        if let Some(end) = markup_before_reply(
+                            serving,
+                            &conv.messages[k],
+                            &sft_ids[prompt.len()..],
+                        ) {
+                            return Ok((
+                                checked,
+                                Some(prompt_finding(
                                     serving,
                                     conv,
                                     k,
                                     &prompt,
                                     &sft_ids[..prompt.len() + end],
                                     prompt.len(),
-                                    &suffix,
-                                ));
-                            }
+                                    suffix,
+                                )),
+                            ));
                         }
-                        continue;
                     }
-                },
-            };
-            checked += 1;
-            let prompt = match prompt {
-                (_, Some(alt)) if alt == expected => alt,
-                (ids, _) => ids,
-            };
-            if prompt != expected {
-                let at = first_difference(&prompt, expected).unwrap_or(0);
-                return Ok(prompt_finding(
-                    serving, conv, k, &prompt, expected, at, &suffix,
-                ));
-            }
+                    continue;
+                }
+            },
+        };
+        checked += 1;
+        let prompt = match prompt {
+            (_, Some(alt)) if alt == expected => alt,
+            (ids, _) => ids,
+        };
+        if prompt != expected {
+            let at = first_difference(&prompt, expected).unwrap_or(0);
+            return Ok((
+                checked,
+                Some(prompt_finding(
+                    serving, conv, k, &prompt, expected, at, suffix,
+                )),
+            ));
         }
     }
+    Ok((checked, None))
+}
+
+/// The generation prompt's finding when no turn differed.
+fn prompt_pass(checked: usize, suffix: &Option<String>) -> Finding {
+    const ID: &str = "template.generation-prompt";
     if checked == 0 {
-        return Ok(Finding::new(
+        return Finding::new(
             Template,
             ID,
             Severity::Info,
             "no assistant turn to check the generation prompt against",
-        ));
+        );
     }
     let mut f = Finding::pass(Template, ID, format!("the serving prompt equals the training context before each of {checked} assistant turns"));
     if let Some(s) = suffix {
         f = f.with("generation prompt", format!("{s:?}"));
     }
-    Ok(f)
+    f
 }
 
 fn prompt_finding(

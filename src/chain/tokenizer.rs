@@ -7,13 +7,14 @@ use tokenizers::Tokenizer;
 use super::diff::space_prefix_only;
 use super::lock::short;
 use super::probe::{PROBE_CORPUS, PROBE_VERSION};
+use super::sft_stream::{Examples, Tally};
 use super::tokens::{decode, encode, show_tokens, single_id};
-use super::{Boundary::Tokenizer as Tok, Context, Finding, Severity};
+use super::{Boundary::Tokenizer as Tok, Context, Conversation, Finding, Severity};
 use crate::artifacts::ModelDir;
 use crate::error::Error;
 use crate::error::Result;
 
-pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
+pub fn check(ctx: &Context, rows: &Tally) -> Result<Vec<Finding>> {
     let Some(tok) = ctx.model.tokenizer.as_ref() else {
         return Ok(vec![Finding::new(
             Tok,
@@ -29,7 +30,7 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
     out.extend(vocab_size(&ctx.model));
     out.extend(special_tokens(&ctx.model));
     out.push(stack(ctx));
-    out.extend(golden_reencode(ctx, &tok.tokenizer)?);
+    out.extend(golden_reencode(ctx, &rows.reencode));
     Ok(out)
 }
 
@@ -302,63 +303,116 @@ pub fn special_tokens(model: &ModelDir) -> Vec<Finding> {
     }
 }
 
-/// encode(decode(golden ids)) == golden ids: the serving tokenizer reproduces the ids the
-/// training pipeline produced for the same text (tokenizers#1512, mellea#947).
-/// Decode each golden row and encode it again the way the serving stack does: a stack that
-/// splits the SFT text differently feeds the model ids it was not trained on.
-fn golden_reencode(ctx: &Context, raw: &Tokenizer) -> Result<Vec<Finding>> {
-    const ID: &str = "tokenizer.golden-reencode";
-    let tok = ctx.serving.as_ref().map(|p| &p.tokenizer).unwrap_or(raw);
-    let reencode = |text: &str| -> Result<Vec<u32>> {
-        match &ctx.serving {
-            // The stack's own text-to-ids step, minus a completions endpoint's added tokens:
-            // the row's text already holds what the template wrote.
-            Some(p) if p.strip_leading.is_some() || p.strip_trailing.is_some() => p.ids(text),
-            _ => encode(tok, text, false),
-        }
+/// One golden row that did not re-encode to its ids: (row, first differing token, the SFT
+/// ids, the re-encoded ids).
+pub type ReencodeRow = (String, usize, Vec<u32>, Vec<u32>);
+
+/// What the golden re-encode saw over all rows.
+#[derive(Default)]
+pub struct ReencodeTally {
+    pub golden_rows: usize,
+    /// Rows whose text the serving tokenizer splits differently.
+    pub failures: Examples<ReencodeRow>,
+    /// Rows that differ only by llama.cpp's space prefix after special tokens.
+    pub prefix_only: Examples<ReencodeRow>,
+}
+
+impl ReencodeTally {
+    pub fn merge(&mut self, later: ReencodeTally) {
+        self.golden_rows += later.golden_rows;
+        self.failures.merge(later.failures);
+        self.prefix_only.merge(later.prefix_only);
+    }
+}
+
+/// The tokenizer the serving stack runs: its own pipeline's, else the model's file.
+fn serving_tokenizer(ctx: &Context) -> Option<&Tokenizer> {
+    ctx.serving.as_ref().map(|p| &p.tokenizer).or(ctx
+        .model
+        .tokenizer
+        .as_ref()
+        .map(|t| &t.tokenizer))
+}
+
+/// encode(decode(golden ids)) == golden ids for one row: decode it and encode it again the way
+/// the serving stack does. A stack that splits the SFT text differently feeds the model ids it
+/// was not trained on (tokenizers#1512, mellea#947).
+/// `served` is the serving render of the same conversation: when its text is the decoded
+/// text, its ids are the re-encode (the same tokenizer call), so the row is not encoded twice.
+pub fn reencode_row(
+    ctx: &Context,
+    conv: &Conversation,
+    served: &super::template::Served,
+) -> Result<ReencodeTally> {
+    let mut t = ReencodeTally::default();
+    let (Some(tok), Some((ids, _))) = (serving_tokenizer(ctx), &conv.golden) else {
+        return Ok(t);
     };
-    // The same, with transformers' SentencePiece prefix rule in place of llama.cpp's.
-    let reencode_start_only = |text: &str| -> Result<Option<Vec<u32>>> {
-        match &ctx.serving {
-            Some(p) if p.strip_leading.is_some() || p.strip_trailing.is_some() => {
-                p.start_only_ids(text)
-            }
-            Some(p) => p
-                .start_only_prefix
-                .as_ref()
-                .map(|v| encode(v, text, false))
-                .transpose(),
-            None => Ok(None),
+    t.golden_rows = 1;
+    let text = decode(tok, ids);
+    let stripped = |p: &super::Pipeline| p.strip_leading.is_some() || p.strip_trailing.is_some();
+    let again = match (&ctx.serving, served) {
+        (Some(p), Some(Ok((served_ids, served_text))))
+            if *served_text == text && (stripped(p) || !p.add_special_tokens) =>
+        {
+            served_ids.clone()
         }
+        // The stack's own text-to-ids step, minus a completions endpoint's added tokens:
+        // the row's text already holds what the template wrote.
+        (Some(p), _) if stripped(p) => p.ids(&text)?,
+        _ => encode(tok, &text, false)?,
     };
-    let golden: Vec<_> = ctx
-        .conversations
+    if &again == ids || same_after_bos(ctx, &again, ids) {
+        return Ok(t);
+    }
+    let at = ids
         .iter()
-        .filter_map(|c| c.golden.as_ref().map(|g| (&c.id, &g.0)))
-        .collect();
-    if golden.is_empty() {
-        return Ok(vec![]);
-    }
-    let mut failures = Vec::new();
-    let mut prefix_only = Vec::new();
-    for (id, ids) in &golden {
-        let text = decode(tok, ids);
-        let again = reencode(&text)?;
-        if &again != *ids {
-            let at = ids
-                .iter()
-                .zip(&again)
-                .position(|(a, b)| a != b)
-                .unwrap_or(ids.len().min(again.len()));
-            let row = (id.to_string(), at, ids.to_vec(), again);
-            if reencode_start_only(&text)?.as_ref() == Some(*ids) {
-                prefix_only.push(row);
-            } else {
-                failures.push(row);
-            }
+        .zip(&again)
+        .position(|(a, b)| a != b)
+        .unwrap_or(ids.len().min(again.len()));
+    let row = (conv.id.clone(), at, ids.clone(), again);
+    // The same, with transformers' SentencePiece prefix rule in place of llama.cpp's.
+    let start_only = match &ctx.serving {
+        Some(p) if p.strip_leading.is_some() || p.strip_trailing.is_some() => {
+            p.start_only_ids(&text)?
         }
+        Some(p) => p
+            .start_only_prefix
+            .as_ref()
+            .map(|v| encode(v, &text, false))
+            .transpose()?,
+        None => None,
+    };
+    if start_only.is_some_and(|s| s == *ids || same_after_bos(ctx, &s, ids)) {
+        t.prefix_only.push(row);
+    } else {
+        t.failures.push(row);
     }
-    let show = |(id, at, want, got): &(String, usize, Vec<u32>, Vec<u32>), f: Finding| {
+    Ok(t)
+}
+
+/// The same ids once the leading BOS run is set aside on both sides: how many BOS a stack puts
+/// before the text (llama.cpp adds the vocabulary's own) is template.bos-count's finding, not
+/// a different split of the text.
+fn same_after_bos(ctx: &Context, again: &[u32], ids: &[u32]) -> bool {
+    let Some(bos) = ctx.serving.as_ref().and_then(|p| p.bos_id()) else {
+        return false;
+    };
+    let skip = |v: &[u32]| v.iter().take_while(|&&i| i == bos).count();
+    again[skip(again)..] == ids[skip(ids)..]
+}
+
+/// The golden re-encode's finding over all rows.
+fn golden_reencode(ctx: &Context, rows: &ReencodeTally) -> Vec<Finding> {
+    const ID: &str = "tokenizer.golden-reencode";
+    let Some(tok) = serving_tokenizer(ctx) else {
+        return vec![];
+    };
+    let golden = rows.golden_rows;
+    if golden == 0 {
+        return vec![];
+    }
+    let show = |(id, at, want, got): &ReencodeRow, f: Finding| {
         let lo = at.saturating_sub(2);
         f.with("stack", ctx.stack)
             .with("first row", id)
@@ -372,37 +426,35 @@ fn golden_reencode(ctx: &Context, raw: &Tokenizer) -> Result<Vec<Finding>> {
                 show_tokens(tok, &got[lo..(at + 3).min(got.len())]),
             )
     };
-    if failures.is_empty() {
-        if let Some(first) = prefix_only.first() {
-            let f = space_prefix_only(Tok, ID, prefix_only.len(), golden.len(), "golden rows");
-            return Ok(vec![show(first, f)]);
+    let Some(first) = rows.failures.first() else {
+        if let Some(first) = rows.prefix_only.first() {
+            let f = space_prefix_only(Tok, ID, rows.prefix_only.count, golden, "golden rows");
+            return vec![show(first, f)];
         }
-        return Ok(vec![Finding::pass(
+        return vec![Finding::pass(
             Tok,
             ID,
             format!(
-                "the serving tokenizer re-encodes all {} golden SFT rows to the same ids",
-                golden.len()
+                "the serving tokenizer re-encodes all {golden} golden SFT rows to the same ids"
             ),
-        )]);
-    }
+        )];
+    };
     let mut f = Finding::new(
         Tok,
         ID,
         Severity::Error,
         format!(
-            "the serving tokenizer encodes the SFT text differently in {} of {} golden rows",
-            failures.len(),
-            golden.len()
+            "the serving tokenizer encodes the SFT text differently in {} of {golden} golden rows",
+            rows.failures.count
         ),
     );
-    if !prefix_only.is_empty() {
+    if !rows.prefix_only.is_empty() {
         f = f.with(
             "differing only by a space prefix (warning class space-prefix)",
-            prefix_only.len(),
+            rows.prefix_only.count,
         );
     }
-    Ok(vec![show(&failures[0], f)])
+    vec![show(first, f)]
 }
 
 /// config.json vocab_size vs the tokenizer's size (added tokens included). A tokenizer with more

@@ -5,8 +5,9 @@ use crate::error::{Error, Result};
 
 /// `Tokenizer::encode(text, add_special_tokens)`: what transformers' `apply_chat_template`
 /// (add_special_tokens=false) or a completions endpoint (true) feeds the model.
+/// Offsets are not tracked: only the ids are wanted, and this runs for every SFT row.
 pub fn encode(tok: &Tokenizer, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
-    tok.encode(text, add_special_tokens)
+    tok.encode_fast(text, add_special_tokens)
         .map(|e| e.get_ids().to_vec())
         .map_err(|e| Error::input(format!("the tokenizer failed to encode a string: {e}")))
 }

@@ -1,15 +1,17 @@
 //! `chatgate bench`: latency on its own. Smoke (closed loop, the gate's latency stage with its
 //! baseline) or load (open loop: constant, Poisson or gamma arrivals on a seeded schedule that
 //! is saved with the result).
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::Format;
 use crate::error::{Error, Result};
+use crate::gate::shard::{self, BenchPart, Shard, BENCH_PART_FORMAT};
 use crate::gate::{latency, progress::Progress};
-use crate::latency::{Arrival, Schedule, PERCENTILE_METHOD};
+use crate::latency::client::ClientHealth;
+use crate::latency::{Arrival, RunSummary, Schedule, PERCENTILE_METHOD};
 use crate::replay::prompts;
 use crate::report::{self, LatencyRow};
 use crate::suite::Suite;
@@ -68,6 +70,14 @@ pub struct BenchArgs {
     /// Save the result (and the load schedule) as JSON here.
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
+    /// load: run shard K of N of the schedule (request i is shard i mod N + 1's, sent at the
+    /// offset the whole schedule gives it) and write its raw samples to --part; start every
+    /// shard at once, then `chatgate merge PART...` gives the whole run's figures.
+    #[arg(long, value_name = "K/N", requires = "part")]
+    pub shard: Option<Shard>,
+    /// load: where --shard writes this shard's part (JSON, atomically).
+    #[arg(long, value_name = "FILE", requires = "shard")]
+    pub part: Option<PathBuf>,
     /// smoke: record this run as the baseline (the explicit accept).
     #[arg(long)]
     pub update: bool,
@@ -103,6 +113,15 @@ fn validate(a: &BenchArgs) -> Result<()> {
     }
     if a.warmup > 100_000 {
         return bad(format!("--warmup must be at most 100000, got {}", a.warmup));
+    }
+    if a.shard.is_some() && a.mode != Mode::Load {
+        return bad("--shard splits the open-loop schedule of --mode load; a smoke run is sharded with `chatgate gate --shard`".into());
+    }
+    if a.shard.is_some() && a.update {
+        return bad(
+            "--update records a baseline from one whole run; it cannot be combined with --shard"
+                .into(),
+        );
     }
     Ok(())
 }
@@ -140,7 +159,8 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                 .any(|f| f.severity == crate::chain::Severity::Error);
             let doc = json!({"mode": "smoke", "target": spec.display(), "findings": m.findings, "totals": m.totals, "latency": m.rows, "percentiles": PERCENTILE_METHOD, "definitions": crate::latency::definitions()});
             emit(
-                &a,
+                a.format,
+                a.save.as_deref(),
                 &doc,
                 &m.rows,
                 &format!(
@@ -176,67 +196,210 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                 ArrivalKind::Gamma => Arrival::Gamma { shape: a.shape },
             };
             let schedule = Schedule::generate(a.requests, a.rate, arrival, a.seed)?;
-            let (summary, rows, unreachable, client) = latency::load(
-                &suite,
-                &target,
-                &prompts,
-                &schedule,
-                a.warmup,
-                a.max_in_flight,
-                section.slo.as_ref(),
-            )
-            .await;
+            let started = std::time::Instant::now();
+            let run = match a.shard {
+                None => {
+                    latency::load(
+                        &suite,
+                        &target,
+                        &prompts,
+                        &schedule,
+                        None,
+                        a.warmup,
+                        a.max_in_flight,
+                        section.slo.as_ref(),
+                    )
+                    .await
+                }
+                Some(k) => {
+                    let (slice, indices) = shard_slice(&schedule, k);
+                    latency::load(
+                        &suite,
+                        &target,
+                        &prompts,
+                        &slice,
+                        Some(&indices),
+                        a.warmup,
+                        a.max_in_flight,
+                        section.slo.as_ref(),
+                    )
+                    .await
+                }
+            };
             let in_process = matches!(spec, spec::TargetSpec::Candle(_));
+            if let (Some(k), Some(path)) = (a.shard, &a.part) {
+                BenchPart {
+                    format: BENCH_PART_FORMAT.into(),
+                    chatgate: env!("CARGO_PKG_VERSION").into(),
+                    shard: k,
+                    suite: suite.name.clone(),
+                    suite_file: suite.path.clone(),
+                    suite_sha256: shard::suite_sha256(&suite)?,
+                    target: spec.display(),
+                    schedule: schedule.clone(),
+                    warmup: a.warmup,
+                    max_in_flight: a.max_in_flight,
+                    unreliable: run.client.unreliable(in_process),
+                    client: run.client.clone(),
+                    samples: run.samples.clone(),
+                    duration_s: started.elapsed().as_secs_f64(),
+                }
+                .write(path)?;
+            }
+            let latency::LoadRun {
+                summary,
+                rows,
+                unreachable,
+                client,
+                ..
+            } = run;
             let behind = client.unreliable(in_process);
-            let doc = json!({"mode": "load", "target": spec.display(), "schedule": schedule, "summary": summary, "client": client, "unreliable": behind, "latency": rows, "percentiles": PERCENTILE_METHOD, "definitions": crate::latency::definitions()});
-            let achieved = if summary.duration_s > 0.0 {
-                summary.requests as f64 / summary.duration_s
-            } else {
-                0.0
-            };
-            // A seeded random schedule's own mean rate differs from λ by chance: print both, so
-            // the generator is judged against what it was asked to send.
-            let span = schedule.span().as_secs_f64();
-            let scheduled = if span > 0.0 {
-                (schedule.len().saturating_sub(1)) as f64 / span
-            } else {
-                a.rate
-            };
-            let mut line = format!(
-                "{} requests at {:.1}/s requested ({:.1}/s in this seed's schedule), {:.1}/s achieved; {} errors; {:.1} output tok/s",
-                summary.requests, a.rate, scheduled, achieved, summary.errors, summary.throughput
-            );
-            if let Some(d) = &summary.drift {
-                line.push_str(&format!(
-                    "; send − scheduled p50 {:.2} ms, p99 {:.2} ms",
-                    d.p50, d.p99
-                ));
-            }
-            if let Some(w) = &summary.drift_warning {
-                line.push_str(&format!("\nwarning: {w}"));
-            }
-            if let Some(w) = &behind {
-                line.push_str(&format!(
-                    "\nwarning: the latency figures are unreliable: {w}; they time the client as much as the server"
-                ));
-            }
-            emit(&a, &doc, &rows, &line)?;
-            if let Some(why) = &unreachable {
-                eprintln!("server.reachable error: {}", crate::secrets::redact(why));
-                return Ok(3);
-            }
-            let below_slo = matches!((section.min_slo_attainment, summary.slo_attainment), (Some(min), Some(have)) if have + 1e-9 < min);
-            Ok(i32::from(summary.errors > 0 || below_slo))
+            report_load(
+                LoadReport {
+                    target: spec.display(),
+                    schedule: &schedule,
+                    summary,
+                    rows,
+                    client,
+                    behind,
+                    unreachable,
+                    min_slo_attainment: section.min_slo_attainment,
+                },
+                a.format,
+                a.save.as_deref(),
+            )
         }
     }
 }
 
-fn emit(a: &BenchArgs, doc: &serde_json::Value, rows: &[LatencyRow], line: &str) -> Result<()> {
+/// An open-loop run as it is reported and judged: one run's, or its shards' merged.
+struct LoadReport<'a> {
+    target: String,
+    schedule: &'a Schedule,
+    summary: RunSummary,
+    rows: Vec<LatencyRow>,
+    client: ClientHealth,
+    /// Why the client could not be trusted to time the server, if it could not.
+    behind: Option<String>,
+    unreachable: Option<String>,
+    min_slo_attainment: Option<f64>,
+}
+
+/// Print (and save) a load run's figures; its exit code: 3 unreachable, 1 when requests failed
+/// or SLO attainment is below the suite's minimum, else 0.
+fn report_load(r: LoadReport, format: Format, save: Option<&Path>) -> Result<i32> {
+    let LoadReport {
+        target,
+        schedule,
+        summary,
+        rows,
+        client,
+        behind,
+        unreachable,
+        min_slo_attainment,
+    } = r;
+    let doc = json!({"mode": "load", "target": target, "schedule": schedule, "summary": summary, "client": client, "unreliable": behind, "latency": rows, "percentiles": PERCENTILE_METHOD, "definitions": crate::latency::definitions()});
+    let achieved = if summary.duration_s > 0.0 {
+        summary.requests as f64 / summary.duration_s
+    } else {
+        0.0
+    };
+    // A seeded random schedule's own mean rate differs from λ by chance: print both, so the
+    // generator is judged against what it was asked to send.
+    let span = schedule.span().as_secs_f64();
+    let scheduled = if span > 0.0 {
+        (schedule.len().saturating_sub(1)) as f64 / span
+    } else {
+        schedule.rate
+    };
+    let mut line = format!(
+        "{} requests at {:.1}/s requested ({:.1}/s in this seed's schedule), {:.1}/s achieved; {} errors; {:.1} output tok/s",
+        summary.requests, schedule.rate, scheduled, achieved, summary.errors, summary.throughput
+    );
+    if let Some(d) = &summary.drift {
+        line.push_str(&format!(
+            "; send − scheduled p50 {:.2} ms, p99 {:.2} ms",
+            d.p50, d.p99
+        ));
+    }
+    if let Some(w) = &summary.drift_warning {
+        line.push_str(&format!("\nwarning: {w}"));
+    }
+    if let Some(w) = &behind {
+        line.push_str(&format!(
+            "\nwarning: the latency figures are unreliable: {w}; they time the client as much as the server"
+        ));
+    }
+    emit(format, save, &doc, &rows, &line)?;
+    if let Some(why) = &unreachable {
+        eprintln!("server.reachable error: {}", crate::secrets::redact(why));
+        return Ok(3);
+    }
+    let below_slo = matches!((min_slo_attainment, summary.slo_attainment), (Some(min), Some(have)) if have + 1e-9 < min);
+    Ok(i32::from(summary.errors > 0 || below_slo))
+}
+
+/// `chatgate merge` of the parts `bench --mode load --shard K/N --part FILE` wrote: the figures
+/// of the whole schedule, from every shard's raw samples.
+pub fn merge(a: &super::gate::MergeArgs) -> Result<i32> {
+    let r = &a.reports;
+    if r.junit.is_some() || r.markdown.is_some() || r.html.is_some() {
+        return Err(Error::input(
+            "--junit, --markdown and --html report a gate; bench parts merge into bench's own output",
+        )
+        .hint("merge bench parts with --format text or json"));
+    }
+    let merged = shard::merge_bench(&a.parts)?;
+    let suite_path = a.suite.clone().unwrap_or_else(|| merged.suite_file.clone());
+    let suite = Suite::load(&suite_path)?;
+    if shard::suite_sha256(&suite)? != merged.suite_sha256 {
+        return Err(Error::in_file(
+            &suite_path,
+            "is not the suite file the shards ran (its bytes changed since)",
+        )
+        .hint("merge with the suite file of the sharded run (--suite FILE)"));
+    }
+    let section = suite.file.latency.clone().unwrap_or_default();
+    let (summary, rows) = latency::load_figures(&merged.samples, section.slo.as_ref());
+    report_load(
+        LoadReport {
+            target: merged.target.clone(),
+            schedule: &merged.schedule,
+            summary,
+            rows,
+            client: merged.client.clone(),
+            behind: merged.unreliable.clone(),
+            unreachable: latency::unreachable_reason(&merged.samples),
+            min_slo_attainment: section.min_slo_attainment,
+        },
+        r.format,
+        None,
+    )
+}
+
+/// Shard `k`'s requests of the whole schedule: their offsets (as the whole schedule has them)
+/// and their indices in it.
+fn shard_slice(schedule: &Schedule, k: Shard) -> (Schedule, Vec<usize>) {
+    let indices: Vec<usize> = (0..schedule.len()).filter(|&i| k.owns(i)).collect();
+    let slice = Schedule {
+        offsets: indices.iter().map(|&i| schedule.offsets[i]).collect(),
+        ..schedule.clone()
+    };
+    (slice, indices)
+}
+
+fn emit(
+    format: Format,
+    save: Option<&Path>,
+    doc: &serde_json::Value,
+    rows: &[LatencyRow],
+    line: &str,
+) -> Result<()> {
     let text = serde_json::to_string_pretty(doc).unwrap_or_default();
-    if let Some(p) = &a.save {
+    if let Some(p) = save {
         super::gate::write(p, &text)?;
     }
-    match a.format {
+    match format {
         Format::Json => println!("{}", crate::secrets::redact(&text)),
         Format::Text => {
             println!("{}", crate::secrets::redact(&report::latency_table(rows)));

@@ -11,7 +11,7 @@ use crate::suite::Suite;
 pub fn run_check(a: CheckArgs) -> Result<i32> {
     let suite = Suite::load(&a.suite)?;
     let ctx = Context::load(suite)?;
-    let findings = chain::run_offline(&ctx)?;
+    let findings = chain::run_offline(&ctx, true)?;
     match a.format {
         Format::Json => {
             let subject = json!({"suite": ctx.suite.name, "suite_file": ctx.suite.path, "model_dir": ctx.model.root});

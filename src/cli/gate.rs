@@ -84,6 +84,11 @@ pub fn run(a: GateArgs) -> Result<i32> {
 }
 
 pub fn merge(a: MergeArgs) -> Result<i32> {
+    if let Some(first) = a.parts.first() {
+        if crate::gate::shard::part_format(first)? == crate::gate::shard::BENCH_PART_FORMAT {
+            return super::bench::merge(&a);
+        }
+    }
     let report = crate::gate::shard::merge(&a.parts, a.suite.as_deref())?;
     emit(&a.reports, &report)?;
     Ok(report.exit_code)

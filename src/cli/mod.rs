@@ -108,7 +108,9 @@ The replay verdict and every latency percentile and verdict are recomputed from 
 samples (never averaged percentiles); the offline and online chains come from shard 1, which ran them.\n\n\
 Every shard 1..N must be there exactly once, from one run (same suite file bytes, target, prompts and chatgate \
 version); anything else is refused by name (exit 2). The suite file the parts name is read for its [latency] and \
-[server] settings (--suite when the merge runs elsewhere). Exit codes as for gate.",
+[server] settings (--suite when the merge runs elsewhere). Exit codes as for gate.\n\n\
+The parts of a sharded `bench --mode load --shard K/N --part FILE` merge the same way into bench's own output \
+(--format text or json): the whole schedule's figures from every shard's raw samples.",
         after_help = "Example (a CI matrix of 3 runners, then one merge job):\n  \
 chatgate gate suites/smoke.toml --shard 1/3 --part part-1.json   # on runner 1 (2/3, 3/3 on the others)\n  \
 chatgate merge part-*.json --junit gate.xml --markdown \"$GITHUB_STEP_SUMMARY\"\n\n\
@@ -128,7 +130,9 @@ from the scheduled time (ttft_sched), and the drift between scheduled and actual
 client that falls behind cannot hide server latency. Exit 1 when requests fail or SLO attainment is below \
 [latency] min_slo_attainment.",
         after_help = "Examples:\n  chatgate bench suites/smoke.toml --target http://127.0.0.1:8000\n  \
-chatgate bench suites/smoke.toml --target http://127.0.0.1:8000 --mode load --rate 20 --arrival gamma --shape 0.5 --save load.json"
+chatgate bench suites/smoke.toml --target http://127.0.0.1:8000 --mode load --rate 20 --arrival gamma --shape 0.5 --save load.json\n  \
+chatgate bench suites/smoke.toml --target URL --mode load --rate 400 --requests 20000 --shard 2/4 --part load-2.json   # one of 4 load generators\n  \
+chatgate merge load-*.json                                            # the whole schedule's figures"
     )]
     Bench(bench::BenchArgs),
     /// Review pending snapshots one by one: accept, reject or skip, with a coloured diff.

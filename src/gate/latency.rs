@@ -492,34 +492,66 @@ fn slo(section: &LatencySection, summary: &RunSummary) -> Option<Finding> {
 
 /// An open-loop load run (`chatgate bench --mode load`): request i goes at its scheduled
 /// instant whatever the earlier ones are doing, cycling through the prompts, streamed.
+/// What an open-loop run measured: its summary, table rows, why the target was unreachable (if
+/// it was), the client's own health, and the raw samples (for a sharded run's part).
+pub struct LoadRun {
+    pub summary: RunSummary,
+    pub rows: Vec<LatencyRow>,
+    pub unreachable: Option<String>,
+    pub client: ClientHealth,
+    pub samples: Vec<Sample>,
+}
+
+/// Run `schedule` open loop. `indices` maps each of its requests to its place in the whole
+/// run (a shard's slice of a larger schedule), which picks the prompt and names the sample;
+/// None: the schedule is the whole run.
+#[allow(clippy::too_many_arguments)]
 pub async fn load(
     suite: &Suite,
     target: &Target,
     prompts: &[Prompt],
     schedule: &crate::latency::Schedule,
+    indices: Option<&[usize]>,
     warmup: usize,
     max_in_flight: usize,
     slo: Option<&crate::suite::MetricMs>,
-) -> (RunSummary, Vec<LatencyRow>, Option<String>, ClientHealth) {
+) -> LoadRun {
+    let global = |i: usize| indices.map_or(i, |ix| ix[i]);
     let clock = WallClock::now();
     let watch = Watch::start();
     let outcomes = crate::latency::open_loop(schedule, warmup, max_in_flight, |i, _t: Instant| {
-        timed_request(target, prompts, i)
+        timed_request(target, prompts, global(i))
     })
     .await;
     let client = watch.finish().await;
     let count = n_out_counter(suite);
     let samples: Vec<Sample> = outcomes
         .iter()
-        .map(|o| Sample::measured(o, o.index, &count, reached_nothing, &clock))
+        .map(|o| Sample::measured(o, global(o.index), &count, reached_nothing, &clock))
         .collect();
-    let summary = RunSummary::from_samples(&samples, slo);
-    let measured = metrics_of(&samples);
+    let (summary, rows) = load_figures(&samples, slo);
+    LoadRun {
+        summary,
+        rows,
+        unreachable: unreachable_reason(&samples),
+        client,
+        samples,
+    }
+}
+
+/// An open-loop run's summary and table rows, from its raw samples alone: the same figures for
+/// one run and for the merged samples of its shards.
+pub fn load_figures(
+    samples: &[Sample],
+    slo: Option<&crate::suite::MetricMs>,
+) -> (RunSummary, Vec<LatencyRow>) {
+    let summary = RunSummary::from_samples(samples, slo);
+    let measured = metrics_of(samples);
     let rows = LOAD_ROWS
         .into_iter()
         .filter_map(|m| latency_row(m, &self::samples(&measured, m), None, None))
         .collect();
-    (summary, rows, unreachable_reason(&samples), client)
+    (summary, rows)
 }
 
 /// Each successful request's metrics with its index in the whole run, in index order (the

@@ -296,7 +296,7 @@ async fn chains(
         .await
         .map_err(|e| Error::input(format!("loading the suite failed: {e}")))??
     };
-    let mut findings = chain::run_offline(&ctx)?.0;
+    let mut findings = chain::run_offline(&ctx, progress.enabled())?.0;
     let chosen = prompts.map(|p| p.chosen.as_slice());
     match online(&ctx, target, reference, chosen, progress).await {
         Ok(r) => {

@@ -19,6 +19,10 @@ impl Progress {
         bar.set_style(style);
         Progress(Some(bar))
     }
+    /// Whether a bar is shown: other long passes show theirs only then.
+    pub fn enabled(&self) -> bool {
+        self.0.is_some()
+    }
     /// Start a stage of `len` steps.
     pub fn stage(&self, name: &str, len: u64) {
         if let Some(b) = &self.0 {

@@ -20,6 +20,8 @@ use sha2::{Digest, Sha256};
 use super::latency::{self, LatencyData};
 use crate::chain::{Finding, Findings};
 use crate::error::{Error, Result};
+use crate::latency::client::ClientHealth;
+use crate::latency::{Sample, Schedule};
 use crate::report::{GateReport, PromptResult};
 use crate::suite::Suite;
 
@@ -99,9 +101,7 @@ pub struct Part {
 impl Part {
     /// Write atomically (a runner killed mid-write leaves no half part for the merge).
     pub fn write(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_string(self)
-            .map_err(|e| Error::input(format!("cannot serialize the part: {e}")))?;
-        crate::files::write_atomic(path, crate::secrets::redact(&text).as_bytes())
+        write_part(self, path)
     }
 
     pub fn read(path: &Path) -> Result<Part> {
@@ -121,6 +121,14 @@ impl Part {
         }
         Ok(part)
     }
+}
+
+/// A part as JSON, redacted, written atomically (a runner killed mid-write leaves no half part
+/// for the merge).
+fn write_part(part: &impl Serialize, path: &Path) -> Result<()> {
+    let text = serde_json::to_string(part)
+        .map_err(|e| Error::input(format!("cannot serialize the part: {e}")))?;
+    crate::files::write_atomic(path, crate::secrets::redact(&text).as_bytes())
 }
 
 /// SHA-256 of the suite file, as parts record it.
@@ -197,11 +205,33 @@ pub fn merge(paths: &[PathBuf], suite: Option<&Path>) -> Result<GateReport> {
     Ok(report)
 }
 
+/// A part of one sharded run, as the merge checks it.
+trait ShardPart {
+    fn shard(&self) -> Shard;
+    /// What every part of one run shares, each with its name for the refusal.
+    fn run_identity(&self) -> Vec<(&'static str, String)>;
+}
+
+impl ShardPart for Part {
+    fn shard(&self) -> Shard {
+        self.shard
+    }
+    fn run_identity(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("the suite file", self.suite_sha256.clone()),
+            ("the target", self.target.clone()),
+            ("the prompt list", self.prompts.join("\n")),
+            ("the chatgate version", self.chatgate.clone()),
+        ]
+    }
+}
+
 /// One part per shard 1..=N of one run, in shard order; anything else is refused by name.
-fn complete_set(mut parts: Vec<(PathBuf, Part)>) -> Result<Vec<Part>> {
-    parts.sort_by_key(|(_, p)| p.shard.k);
+fn complete_set<P: ShardPart>(mut parts: Vec<(PathBuf, P)>) -> Result<Vec<P>> {
+    parts.sort_by_key(|(_, p)| p.shard().k);
     let (first_path, first) = &parts[0];
-    let n = first.shard.n;
+    let n = first.shard().n;
+    let identity = first.run_identity();
     for (path, p) in &parts {
         let differs = |what: &str| {
             Err(Error::in_file(
@@ -215,23 +245,16 @@ fn complete_set(mut parts: Vec<(PathBuf, Part)>) -> Result<Vec<Part>> {
                 "merge the parts of one sharded run: same suite, target, shard count and chatgate",
             ))
         };
-        if p.shard.n != n {
+        if p.shard().n != n {
             return differs("the shard count");
         }
-        if p.suite_sha256 != first.suite_sha256 {
-            return differs("the suite file");
-        }
-        if p.target != first.target {
-            return differs("the target");
-        }
-        if p.prompts != first.prompts {
-            return differs("the prompt list");
-        }
-        if p.chatgate != first.chatgate {
-            return differs("the chatgate version");
+        for ((what, want), (_, have)) in identity.iter().zip(p.run_identity()) {
+            if *want != have {
+                return differs(what);
+            }
         }
     }
-    let have: Vec<usize> = parts.iter().map(|(_, p)| p.shard.k).collect();
+    let have: Vec<usize> = parts.iter().map(|(_, p)| p.shard().k).collect();
     let expected: Vec<usize> = (1..=n).collect();
     if have != expected {
         let missing: Vec<String> = expected
@@ -289,6 +312,100 @@ fn merged_latency(parts: &[Part]) -> Option<LatencyData> {
             .filter_map(|p| p.latency.as_ref()?.client.clone()),
     );
     Some(data)
+}
+
+/// The part format of a sharded `bench --mode load`; a merge refuses parts of another.
+pub const BENCH_PART_FORMAT: &str = "chatgate-bench-part/1";
+
+/// What one shard of an open-loop bench did: its requests' raw samples, and the whole run's
+/// schedule (every shard generates the same one from the same flags and takes request i when
+/// i mod N + 1 is its K, at the offset the whole schedule gives it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchPart {
+    pub format: String,
+    pub chatgate: String,
+    pub shard: Shard,
+    pub suite: String,
+    pub suite_file: PathBuf,
+    pub suite_sha256: String,
+    pub target: String,
+    pub schedule: Schedule,
+    pub warmup: usize,
+    pub max_in_flight: usize,
+    pub samples: Vec<Sample>,
+    pub client: ClientHealth,
+    /// Why this shard's client could not be trusted to time the server, if it could not.
+    pub unreliable: Option<String>,
+    pub duration_s: f64,
+}
+
+impl ShardPart for BenchPart {
+    fn shard(&self) -> Shard {
+        self.shard
+    }
+    fn run_identity(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("the suite file", self.suite_sha256.clone()),
+            ("the target", self.target.clone()),
+            (
+                "the schedule (--requests, --rate, --arrival, --shape, --seed)",
+                serde_json::to_string(&self.schedule).unwrap_or_default(),
+            ),
+            (
+                "--warmup or --max-in-flight",
+                format!("{} {}", self.warmup, self.max_in_flight),
+            ),
+            ("the chatgate version", self.chatgate.clone()),
+        ]
+    }
+}
+
+impl BenchPart {
+    /// Write atomically, redacted, like a gate part.
+    pub fn write(&self, path: &Path) -> Result<()> {
+        write_part(self, path)
+    }
+
+    fn read(path: &Path) -> Result<BenchPart> {
+        let bytes = crate::files::read_bounded(path, MAX_PART_BYTES)?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            Error::in_file(path, format!("is not a chatgate bench part: {e}")).hint(
+                "pass the files `chatgate bench SUITE --mode load --shard K/N --part FILE` wrote",
+            )
+        })
+    }
+}
+
+/// Which kind of part a file is: its `format` field.
+pub fn part_format(path: &Path) -> Result<String> {
+    #[derive(Deserialize)]
+    struct Head {
+        format: String,
+    }
+    let bytes = crate::files::read_bounded(path, MAX_PART_BYTES)?;
+    let head: Head = serde_json::from_slice(&bytes).map_err(|e| {
+        Error::in_file(path, format!("is not a chatgate part: {e}"))
+            .hint("pass the files `chatgate gate|bench ... --shard K/N --part FILE` wrote")
+    })?;
+    Ok(head.format)
+}
+
+/// The bench parts of one sharded open-loop run, merged: every shard's samples in request
+/// order, the client's worst health, and the longest shard's duration.
+pub fn merge_bench(paths: &[PathBuf]) -> Result<BenchPart> {
+    let mut parts = Vec::new();
+    for p in paths {
+        parts.push((p.clone(), BenchPart::read(p)?));
+    }
+    let parts = complete_set(parts)?;
+    let mut merged = parts[0].clone();
+    merged.samples = parts.iter().flat_map(|p| p.samples.clone()).collect();
+    merged.samples.sort_by_key(|s| s.index);
+    merged.client = ClientHealth::worst(parts.iter().map(|p| p.client.clone())).unwrap_or_default();
+    merged.unreliable = parts.iter().find_map(|p| p.unreliable.clone());
+    merged.duration_s = parts.iter().map(|p| p.duration_s).fold(0.0, f64::max);
+    merged.shard = Shard { k: 1, n: 1 };
+    Ok(merged)
 }
 
 #[cfg(test)]

