@@ -350,7 +350,23 @@ fn timed_request(
     let mut req = prompts[i % prompts.len()].request();
     req.stream = true;
     req.top_logprobs = None;
-    async move { target.chat(&req).await }
+    async move { target.chat(&req).await.map(compact) }
+}
+
+/// What a latency request keeps of its reply, as soon as it ends: what its metrics read (the
+/// timing and its output events, usage, the prompt's ids for N_in, and the generated text only
+/// when no usage gives N_out and the tokenizer must count it). Every chunk's JSON, logprobs and
+/// token ids are dropped, so a long load run holds the events of each request, not its stream.
+fn compact(mut rec: Record) -> Record {
+    rec.stream = None;
+    rec.logprobs = None;
+    rec.token_ids = None;
+    if rec.usage.and_then(|u| u.completion_tokens).is_some() {
+        rec.text = String::new();
+        rec.reasoning = String::new();
+        rec.tool_calls.clear();
+    }
+    rec
 }
 
 /// `server.latency-ttft`, … — the latency of the server (or in-process model) under test.
