@@ -370,7 +370,7 @@ fn suite_text(
             toml_str(&s.to_string())
         )),
         None => t.push_str(
-            "# The serving stack (transformers, tokenizers, llama.cpp, llama-cpp-python): detected from the\n\
+            "# The serving stack (transformers, vllm, tokenizers, llama.cpp, llama-cpp-python): detected from the\n\
              # server's routes when unset.\n# stack = \"transformers\"\n",
         ),
     }

@@ -188,7 +188,9 @@ impl Context {
         let serving = serving_pipeline(&suite, &model, feed)?;
         // The SFT side tokenizes the transformers way: the serving pipeline already built
         // that tokenizer when the stack is transformers.
-        let built = serving.as_ref().filter(|_| stack == Stack::Transformers);
+        let built = serving
+            .as_ref()
+            .filter(|_| stack.transformers_tokenization());
         let sft = sft_side(&suite, &model, built)?;
         let (conversations, golden_sample) = conversations(&suite, &sft)?;
         let lock = lock::Lock::read(&suite.lock_path)?;

@@ -151,12 +151,14 @@ generation config, so the whole serving chain — tokenizer, template, special t
 on any CPU in seconds, before a GPU deploy.\n\n\
 From DIR (tokenizer.json required; config.json, tokenizer_config.json, chat_template.jinja, \
 special_tokens_map.json, generation_config.json used when present) it writes OUT with those files copied byte \
-for byte, a tiny config.json (the source's model_type: llama, mistral or qwen2), model.safetensors, and \
+for byte, a tiny config.json (the source's model_type: llama, mistral, qwen2, qwen3, phi3 or gemma2; another \
+model_type stands in as the first of these for which transformers picks the same tokenizer class, and the report \
+says so), model.safetensors, and \
 model.gguf — the same weights with the tokenizer metadata llama.cpp's converter writes for the real model \
 (tokens, types, merges or scores, pre-tokenizer, bos/eos ids, add_bos, chat template), for llama.cpp servers.\n\n\
 The weights are shaped so greedy replies are words and some end with the template's turn terminator.",
         after_help = "Examples:\n  chatgate standin --from ~/models/Qwen2.5-0.5B-Instruct --out target/standins/qwen\n  \
-chatgate serve target/standins/qwen --port 8000        then gate it like the real model"
+chatgate serve --model target/standins/qwen --port 8000        then gate it like the real model"
     )]
     Standin(standin::StandinArgs),
     /// Write a working suite for a model: the suite file, replay prompts, SFT golden rows and the lock.

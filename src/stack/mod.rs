@@ -31,10 +31,17 @@ use crate::template::SpecialTokens;
 /// A serving stack whose tokenization chatgate models.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, clap::ValueEnum)]
 pub enum Stack {
-    /// vLLM, SGLang, `transformers serve`, TRL: transformers 5 tokenizer semantics.
+    /// `transformers serve`, HF `generate()`, TRL: transformers 5 tokenizer and template
+    /// semantics; stops on generation_config.json's eos only.
     #[serde(rename = "transformers")]
     #[value(name = "transformers")]
     Transformers,
+    /// vLLM, SGLang: transformers 5 tokenizer and template semantics; stops on
+    /// generation_config.json's eos and the tokenizer's eos (`SamplingParams.
+    /// update_from_generation_config` adds the former to the latter).
+    #[serde(rename = "vllm")]
+    #[value(name = "vllm")]
+    Vllm,
     /// TGI, mistral.rs: tokenizer.json loaded as is.
     #[serde(rename = "tokenizers")]
     #[value(name = "tokenizers")]
@@ -59,10 +66,17 @@ impl Stack {
     pub fn name(self) -> &'static str {
         match self {
             Stack::Transformers => "transformers",
+            Stack::Vllm => "vllm",
             Stack::Tokenizers => "tokenizers",
             Stack::LlamaCpp => "llama.cpp",
             Stack::LlamaCppPython => "llama-cpp-python",
         }
+    }
+
+    /// Whether the stack tokenizes and renders with transformers (vLLM and SGLang load the
+    /// tokenizer with `AutoTokenizer` and render with `apply_chat_template`).
+    pub fn transformers_tokenization(self) -> bool {
+        matches!(self, Stack::Transformers | Stack::Vllm)
     }
 
     /// Whether the stack reads the GGUF's metadata rather than the HF files.
@@ -148,7 +162,9 @@ pub fn trim_added_specials<'a>(
 /// from the GGUF.
 pub fn feed(stack: Stack, model: &ModelDir, add_special_tokens: bool) -> Result<Option<Feed>> {
     match stack {
-        Stack::Transformers | Stack::Tokenizers => hf_feed(stack, model, add_special_tokens),
+        Stack::Transformers | Stack::Vllm | Stack::Tokenizers => {
+            hf_feed(stack, model, add_special_tokens)
+        }
         Stack::LlamaCpp | Stack::LlamaCppPython => gguf_feed(stack, model),
     }
 }
@@ -163,15 +179,17 @@ fn hf_feed(stack: Stack, model: &ModelDir, add_special_tokens: bool) -> Result<O
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     let (tokenizer, tokenizer_origin) = match stack {
-        Stack::Transformers if from_json => match transformers_tokenizer(model, &tok.path)? {
-            Ok((t, origin)) => (t, origin),
-            Err(why) => {
-                notes.push(format!(
-                    "transformers: {why}; predicting with tokenizer.json as it is"
-                ));
-                (tok.tokenizer.clone(), "tokenizer.json (as is)".to_string())
+        s if s.transformers_tokenization() && from_json => {
+            match transformers_tokenizer(model, &tok.path)? {
+                Ok((t, origin)) => (t, origin),
+                Err(why) => {
+                    notes.push(format!(
+                        "transformers: {why}; predicting with tokenizer.json as it is"
+                    ));
+                    (tok.tokenizer.clone(), "tokenizer.json (as is)".to_string())
+                }
             }
-        },
+        }
         _ => (
             tok.tokenizer.clone(),
             format!("{} (as is)", display_name(&tok.path)),
@@ -423,7 +441,7 @@ pub fn detect(caps: &crate::target::openai::Introspection) -> Option<(Stack, Str
     }
     if caps.vllm_tokenize {
         return Some((
-            Stack::Transformers,
+            Stack::Vllm,
             "the server answers chat POST /tokenize (vLLM, SGLang)".into(),
         ));
     }

@@ -95,11 +95,13 @@ pub fn write(
     let tj: Value = std::fs::read(tokenizer_path)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))?;
-    // The converter's classes: Mistral is written as llama; Qwen2/Qwen3/Phi-3 keep theirs.
+    // The converter's classes: Mistral is written as llama; Qwen2/Qwen3/Phi-3/Gemma-2 keep
+    // theirs.
     let architecture = match shape.model_type.as_str() {
         "qwen2" => "qwen2",
         "qwen3" => "qwen3",
         "phi3" => "phi3",
+        "gemma2" => "gemma2",
         _ => "llama",
     };
     let mut notes = Vec::new();
@@ -114,8 +116,10 @@ pub fn write(
         ));
     }
     let mut meta = hparams(architecture, name, config, shape);
-    // LlamaModel and Phi3MiniModel write a SentencePiece vocabulary; Qwen's are BPE.
-    let sentencepiece = matches!(architecture, "llama" | "phi3") && is_sentencepiece_bpe(&tj);
+    // LlamaModel, Phi3MiniModel and Gemma2Model write a SentencePiece vocabulary; Qwen's are
+    // BPE.
+    let sentencepiece =
+        matches!(architecture, "llama" | "phi3" | "gemma2") && is_sentencepiece_bpe(&tj);
     let (model, pre) = if sentencepiece {
         meta.extend(spm_vocab(&tj, tokenizer_config, shape.vocab, &mut notes)?);
         ("llama".to_string(), "default".to_string())
@@ -126,7 +130,7 @@ pub fn write(
     };
     meta.extend(special_vocab(&tj, tokenizer_config, config));
     meta.extend(chat_template(out, tokenizer_config));
-    let qt = gguf_tensors(tensors, shape, architecture == "llama").map_err(|e| e.to_string())?;
+    let qt = gguf_tensors(tensors, shape, architecture).map_err(|e| e.to_string())?;
     let meta_refs: Vec<(&str, &gguf_file::Value)> =
         meta.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let tensor_refs: Vec<(&str, &QTensor)> = qt.iter().map(|(k, t)| (k.as_str(), t)).collect();
@@ -160,12 +164,15 @@ fn hparams(arch: &str, name: &str, config: &Value, s: &Shape) -> Meta {
         (k("feed_forward_length"), V::U32(s.intermediate as u32)),
         (k("attention.head_count"), V::U32(s.heads as u32)),
         (k("attention.head_count_kv"), V::U32(s.kv_heads as u32)),
-        (k("rope.freq_base"), V::F32(f("rope_theta", 10000.0))),
         (
             k("attention.layer_norm_rms_epsilon"),
             V::F32(f("rms_norm_eps", 1e-5)),
         ),
     ];
+    // Gemma2Model writes no rope base (llama.cpp's default, 10000, is Gemma-2's).
+    if arch != "gemma2" {
+        m.push((k("rope.freq_base"), V::F32(f("rope_theta", 10000.0))));
+    }
     match arch {
         "llama" => {
             m.push((k("rope.dimension_count"), V::U32(s.head_dim as u32)));
@@ -187,6 +194,16 @@ fn hparams(arch: &str, name: &str, config: &Value, s: &Shape) -> Meta {
                 .unwrap_or(ctx as u64) as u32;
             m.push((k("rope.dimension_count"), V::U32(rope_dims as u32)));
             m.push((k("rope.scaling.original_context_length"), V::U32(orig)));
+            let window = config["sliding_window"].as_u64().unwrap_or(0) as u32;
+            m.push((k("attention.sliding_window"), V::U32(window)));
+        }
+        // Gemma2Model.set_gguf_parameters.
+        "gemma2" => {
+            m.push((k("attention.key_length"), V::U32(s.head_dim as u32)));
+            m.push((k("attention.value_length"), V::U32(s.head_dim as u32)));
+            for key in ["attn_logit_softcapping", "final_logit_softcapping"] {
+                m.push((k(key), V::F32(f(key, 0.0))));
+            }
             let window = config["sliding_window"].as_u64().unwrap_or(0) as u32;
             m.push((k("attention.sliding_window"), V::U32(window)));
         }
@@ -595,7 +612,7 @@ fn chat_template(out: &Path, tc: Option<&Value>) -> Meta {
 }
 
 /// HF q_proj/k_proj rows → llama.cpp's interleaved rope layout (the converter's `permute`,
-/// llama only).
+/// llama only: the others use NeoX rope, as transformers does).
 fn permute_qk(w: &Tensor, heads: usize) -> candle_core::Result<Tensor> {
     let (out, inp) = w.dims2()?;
     w.reshape((heads, 2, out / heads / 2, inp))?
@@ -607,8 +624,10 @@ fn permute_qk(w: &Tensor, heads: usize) -> candle_core::Result<Tensor> {
 fn gguf_tensors(
     t: &HashMap<String, Tensor>,
     s: &Shape,
-    permute: bool,
+    architecture: &str,
 ) -> candle_core::Result<Vec<(String, QTensor)>> {
+    let permute = architecture == "llama";
+    let gemma = architecture == "gemma2";
     let mut names: Vec<(String, String)> = vec![
         (
             "model.embed_tokens.weight".into(),
@@ -618,9 +637,18 @@ fn gguf_tensors(
         ("lm_head.weight".into(), "output.weight".into()),
     ];
     for l in 0..s.layers {
+        // Gemma-2 norms the attention output (post_attention_norm) and has its own pre- and
+        // post-MLP norms; llama's post_attention_layernorm is the pre-MLP norm.
+        let post_attention = if gemma {
+            "post_attention_norm.weight"
+        } else {
+            "ffn_norm.weight"
+        };
         let mut pairs = vec![
             ("input_layernorm.weight", "attn_norm.weight"),
-            ("post_attention_layernorm.weight", "ffn_norm.weight"),
+            ("post_attention_layernorm.weight", post_attention),
+            ("pre_feedforward_layernorm.weight", "ffn_norm.weight"),
+            ("post_feedforward_layernorm.weight", "post_ffw_norm.weight"),
             ("self_attn.q_proj.weight", "attn_q.weight"),
             ("self_attn.k_proj.weight", "attn_k.weight"),
             ("self_attn.v_proj.weight", "attn_v.weight"),
@@ -654,6 +682,9 @@ fn gguf_tensors(
             w = permute_qk(&w, s.heads)?;
         } else if permute && gg.ends_with("attn_k.weight") {
             w = permute_qk(&w, s.kv_heads)?;
+        } else if gemma && gg.ends_with("norm.weight") {
+            // Gemma2Model.modify_tensors: llama.cpp multiplies by the weight itself.
+            w = (w + 1.0)?;
         }
         out.push((gg, QTensor::quantize(&w, GgmlDType::F32)?));
     }

@@ -73,6 +73,7 @@ const ARCHITECTURES: &[(&str, &str)] = &[
     ("qwen2", "Qwen2ForCausalLM"),
     ("qwen3", "Qwen3ForCausalLM"),
     ("phi3", "Phi3ForCausalLM"),
+    ("gemma2", "Gemma2ForCausalLM"),
 ];
 
 /// Largest source file read (tokenizer.json of 256k-token vocabularies is ~20 MB).
@@ -346,7 +347,14 @@ fn substitute(
     let Some(original) = class(config) else {
         return Ok(None);
     };
-    for (mt, _) in ARCHITECTURES {
+    // Another Gemma (gemma3_text, ...) tries gemma2 first: the same family's chat markup and
+    // embedding scale, whatever tokenizer class it names.
+    let source_type = config["model_type"].as_str().unwrap_or_default();
+    let mut order: Vec<&str> = ARCHITECTURES.iter().map(|(m, _)| *m).collect();
+    if source_type.starts_with("gemma") {
+        order.sort_by_key(|m| *m != "gemma2");
+    }
+    for mt in order {
         let mut c = config.clone();
         c["model_type"] = Value::String(mt.to_string());
         if class(&c).as_deref() == Some(original.as_str()) {
@@ -425,7 +433,28 @@ fn tiny_config(
     c.insert("num_key_value_heads".into(), json!(kv_heads));
     c.insert("head_dim".into(), json!(o.hidden / heads));
     c.insert("max_position_embeddings".into(), json!(max_pos));
-    c.insert("hidden_act".into(), json!("silu"));
+    if model_type == "gemma2" {
+        // Gemma2Config: GELU (tanh), scores and logits capped by tanh, queries scaled by
+        // query_pre_attn_scalar — set to head_dim, the scale llama.cpp and candle apply for
+        // every Gemma-2 but the 27B — a sliding window on every other layer, and the output
+        // head tied to the embeddings (llama.cpp and candle tie it whatever config says).
+        let head_dim = o.hidden / heads;
+        c.insert("hidden_act".into(), json!("gelu_pytorch_tanh"));
+        c.insert("hidden_activation".into(), json!("gelu_pytorch_tanh"));
+        c.insert("query_pre_attn_scalar".into(), json!(head_dim));
+        for (key, default) in [
+            ("attn_logit_softcapping", 50.0),
+            ("final_logit_softcapping", 30.0),
+        ] {
+            let v = src[key].as_f64().filter(|v| *v > 0.0).unwrap_or(default);
+            c.insert(key.into(), json!(v));
+        }
+        let window = src["sliding_window"].as_u64().unwrap_or(4096).min(max_pos);
+        c.insert("sliding_window".into(), json!(window));
+        c.insert("attention_bias".into(), json!(false));
+    } else {
+        c.insert("hidden_act".into(), json!("silu"));
+    }
     c.insert(
         "rms_norm_eps".into(),
         src.get("rms_norm_eps").cloned().unwrap_or(json!(1e-5)),
@@ -437,7 +466,7 @@ fn tiny_config(
             .cloned()
             .unwrap_or(json!(10000.0)),
     );
-    c.insert("tie_word_embeddings".into(), json!(false));
+    c.insert("tie_word_embeddings".into(), json!(model_type == "gemma2"));
     c.insert("torch_dtype".into(), json!("float32"));
     c.insert("initializer_range".into(), json!(0.02));
     c.insert("attention_dropout".into(), json!(0.0));

@@ -52,6 +52,11 @@ impl Shape {
     pub fn qkv_bias(&self) -> bool {
         self.model_type == "qwen2"
     }
+
+    /// Gemma-2's output head is its embedding matrix.
+    pub fn tied(&self) -> bool {
+        self.model_type == "gemma2"
+    }
 }
 
 /// The weights written, and what the search found.
@@ -82,7 +87,7 @@ const SCALES: &[f32] = &[0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0];
 
 pub fn build(o: &Options, shape: &Shape, tokenizer: &tokenizers::Tokenizer) -> Result<Picked> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(o.seed);
-    let words = word_tokens(tokenizer, shape.vocab);
+    let words = word_tokens(tokenizer, shape.vocab, shape.tied());
     if words.len() < 16 {
         return Err(Error::input(format!(
             "the tokenizer has only {} plain lowercase word tokens; a stand-in needs at least 16 to write text with",
@@ -91,7 +96,14 @@ pub fn build(o: &Options, shape: &Shape, tokenizer: &tokenizers::Tokenizer) -> R
     }
     let mut tensors = body(shape, &mut rng)?;
     let head = random(&mut rng, &[shape.vocab, shape.hidden], 1.0)?;
-    let mut mask = vec![0f32; shape.vocab];
+    // A tied head (Gemma-2) is also the input embedding: the rows of tokens it must not emit
+    // stay small but not zero, so prompts made of them still carry information.
+    let (head_name, floor) = if shape.tied() {
+        ("model.embed_tokens.weight", 0.02f32)
+    } else {
+        ("lm_head.weight", 0.0)
+    };
+    let mut mask = vec![floor; shape.vocab];
     for &w in &words {
         mask[w as usize] = 1.0;
     }
@@ -100,7 +112,7 @@ pub fn build(o: &Options, shape: &Shape, tokenizer: &tokenizers::Tokenizer) -> R
         .map_err(c)?;
 
     // Write once without a terminator to find it (it needs the tokenizer and template).
-    tensors.insert("lm_head.weight".into(), masked.clone());
+    tensors.insert(head_name.into(), masked.clone());
     save(&o.out, &tensors)?;
     let terminator = turn_terminator(&o.out)?;
     let Some((term_id, term_text)) = terminator.clone() else {
@@ -117,7 +129,7 @@ pub fn build(o: &Options, shape: &Shape, tokenizer: &tokenizers::Tokenizer) -> R
     let mut best: Option<(f32, usize)> = None;
     for &s in SCALES {
         let t = with_row(&masked, term_id as usize, &(&row * s as f64).map_err(c)?)?;
-        tensors.insert("lm_head.weight".into(), t);
+        tensors.insert(head_name.into(), t);
         save(&o.out, &tensors)?;
         let ending = replies_ending(&o.out, term_id)?;
         let target = PROMPTS.len() / 2;
@@ -135,7 +147,7 @@ pub fn build(o: &Options, shape: &Shape, tokenizer: &tokenizers::Tokenizer) -> R
         term_id as usize,
         &(&row * scale as f64).map_err(c)?,
     )?;
-    tensors.insert("lm_head.weight".into(), t);
+    tensors.insert(head_name.into(), t);
     save(&o.out, &tensors)?;
     let mut notes = vec![format!(
         "{ending} of {} greedy replies to the built-in prompts end with {term_text:?} within {REPLY_TOKENS} tokens (terminator row scaled ×{scale})",
@@ -167,6 +179,10 @@ fn ones(n: usize) -> Result<Tensor> {
     Tensor::ones(n, DType::F32, &Device::Cpu).map_err(c)
 }
 
+fn filled(n: usize, v: f64) -> Result<Tensor> {
+    (Tensor::ones(n, DType::F32, &Device::Cpu).map_err(c)? * v).map_err(c)
+}
+
 /// Everything but the output head.
 fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<String, Tensor>> {
     let mut t = HashMap::new();
@@ -174,6 +190,7 @@ fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<String, Tenso
     // Attention as strong as the embedding, so the context moves the next word; the MLP weaker.
     let attn = 1.0 / (h as f32).sqrt();
     let mlp = 0.5 / (h as f32).sqrt();
+    let gemma = s.model_type == "gemma2";
     t.insert(
         "model.embed_tokens.weight".to_string(),
         random(rng, &[s.vocab, h], 1.0)?,
@@ -182,8 +199,31 @@ fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<String, Tenso
         let p = format!("model.layers.{l}");
         let q = s.heads * s.head_dim;
         let kv = s.kv_heads * s.head_dim;
-        t.insert(format!("{p}.input_layernorm.weight"), ones(h)?);
-        t.insert(format!("{p}.post_attention_layernorm.weight"), ones(h)?);
+        if gemma {
+            // Gemma's RMSNorm multiplies by 1 + w. The tied head scores every token by its
+            // likeness to the last hidden state, which starts as the input token's own
+            // embedding (times sqrt(hidden)): unless the attention and MLP outputs (normed
+            // again before the residual add) outweigh it, each token predicts itself forever.
+            // So they are scaled to 4× and 2× the embedding's size: the context picks the
+            // next word.
+            let root = (h as f64).sqrt();
+            t.insert(format!("{p}.input_layernorm.weight"), filled(h, 0.0)?);
+            t.insert(
+                format!("{p}.pre_feedforward_layernorm.weight"),
+                filled(h, 0.0)?,
+            );
+            t.insert(
+                format!("{p}.post_attention_layernorm.weight"),
+                filled(h, 4.0 * root - 1.0)?,
+            );
+            t.insert(
+                format!("{p}.post_feedforward_layernorm.weight"),
+                filled(h, 2.0 * root - 1.0)?,
+            );
+        } else {
+            t.insert(format!("{p}.input_layernorm.weight"), ones(h)?);
+            t.insert(format!("{p}.post_attention_layernorm.weight"), ones(h)?);
+        }
         // Drawn in the same order for every architecture (q, k, v, o, biases, gate, up,
         // down), so the architectures of one seed share their numbers; Phi-3 fuses them.
         let wq = random(rng, &[q, h], attn * 2.0)?;
@@ -227,7 +267,8 @@ fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<String, Tenso
         t.insert(format!("{p}.mlp.gate_proj.weight"), gate);
         t.insert(format!("{p}.mlp.up_proj.weight"), up);
     }
-    t.insert("model.norm.weight".to_string(), ones(h)?);
+    let norm = if gemma { filled(h, 0.0)? } else { ones(h)? };
+    t.insert("model.norm.weight".to_string(), norm);
     // Consume one draw so a later change of the head's size does not shift the body.
     let _: u32 = rng.random();
     Ok(t)
@@ -257,27 +298,34 @@ fn save(out: &std::path::Path, tensors: &HashMap<String, Tensor>) -> Result<()> 
 }
 
 /// Ids whose text is one plain lowercase word of 2–8 letters, with or without a leading space
-/// (not special or added tokens): what the stand-in writes with.
-fn word_tokens(tokenizer: &tokenizers::Tokenizer, vocab: usize) -> Vec<u32> {
+/// (not special or added tokens): the 600 the stand-in writes with, the lowest ids first. A
+/// tied head (Gemma-2) takes whole words (a leading space) first: Gemma's lowest ids are word
+/// fragments, which glue into one long non-word. (The untied stand-ins keep the lowest ids,
+/// whose replies the family matrix was reviewed with.)
+fn word_tokens(tokenizer: &tokenizers::Tokenizer, vocab: usize, tied: bool) -> Vec<u32> {
     let added: std::collections::HashSet<u32> = tokenizer
         .get_added_tokens_decoder()
         .keys()
         .copied()
         .collect();
-    let mut ids: Vec<u32> = tokenizer
+    // (a fragment ranked after every whole word, id)
+    let mut ids: Vec<(bool, u32)> = tokenizer
         .get_vocab(false)
         .values()
         .copied()
         .filter(|&id| (id as usize) < vocab && !added.contains(&id))
-        .filter(|&id| {
-            tokenizer.decode(&[id], false).is_ok_and(|t| {
-                let w = t.strip_prefix(' ').unwrap_or(&t);
-                (2..=8).contains(&w.len()) && w.bytes().all(|b| b.is_ascii_lowercase())
-            })
+        .filter_map(|id| {
+            let t = tokenizer.decode(&[id], false).ok()?;
+            let spaced = t.strip_prefix(' ');
+            let w = spaced.unwrap_or(&t);
+            let word = (2..=8).contains(&w.len()) && w.bytes().all(|b| b.is_ascii_lowercase());
+            word.then_some((tied && spaced.is_none(), id))
         })
         .collect();
     ids.sort_unstable();
     ids.truncate(600);
+    let mut ids: Vec<u32> = ids.into_iter().map(|(_, id)| id).collect();
+    ids.sort_unstable();
     ids
 }
 

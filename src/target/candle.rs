@@ -1,11 +1,13 @@
 //! The candle target: a checkpoint run in-process on the CPU with candle 0.11.
 //!
-//! Architectures: Hugging Face Llama, Mistral, Qwen2, Qwen3 and Phi-3 directories (safetensors,
-//! sharded too; weights of any float dtype are converted to F32) through candle-transformers'
-//! `llama`, `mistral`, `qwen2`, `qwen3` and `phi3` modules, and GGUF files (F32, F16, Q8_0,
-//! and candle's other quantizations) of the llama, qwen2 and qwen3 architectures through
-//! `quantized_llama`, `quantized_qwen2` and `quantized_qwen3`. (candle's `quantized_phi3` has
-//! no way to empty its KV cache between requests, so a phi3 GGUF runs on llama.cpp only.)
+//! Architectures: Hugging Face Llama, Mistral, Qwen2, Qwen3, Phi-3 and Gemma-2 directories
+//! (safetensors, sharded too; weights of any float dtype are converted to F32) through
+//! candle-transformers' `llama`, `mistral`, `qwen2`, `qwen3`, `phi3` and `gemma2` modules, and
+//! GGUF files (F32, F16, Q8_0, and candle's other quantizations) of the llama, qwen2 and qwen3
+//! architectures through `quantized_llama`, `quantized_qwen2` and `quantized_qwen3`. candle has
+//! no quantized Gemma-2, so a gemma2 GGUF is dequantized into the same `gemma2` module (its
+//! norms back from llama.cpp's `1 + w` to the checkpoint's `w`). (candle's `quantized_phi3`
+//! has no way to empty its KV cache between requests, so a phi3 GGUF runs on llama.cpp only.)
 //!
 //! Threads: candle sizes its CPU pools from the environment when they are first used —
 //! `CANDLE_NUM_THREADS` for the element-wise and quantized-matmul pool and `RAYON_NUM_THREADS`
@@ -27,7 +29,7 @@ use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::{
-    llama, mistral, phi3, quantized_llama, quantized_qwen2, quantized_qwen3, qwen2, qwen3,
+    gemma2, llama, mistral, phi3, quantized_llama, quantized_qwen2, quantized_qwen3, qwen2, qwen3,
 };
 use serde_json::Value;
 use tokenizers::Tokenizer;
@@ -81,6 +83,7 @@ enum Net {
     Qwen2(qwen2::ModelForCausalLM),
     Qwen3(qwen3::ModelForCausalLM),
     Phi3(phi3::Model),
+    Gemma2(gemma2::Model),
     Gguf(quantized_llama::ModelWeights),
     GgufQwen2(quantized_qwen2::ModelWeights),
     GgufQwen3(quantized_qwen3::ModelWeights),
@@ -95,6 +98,7 @@ impl Net {
             Net::Qwen2(m) => m.clear_kv_cache(),
             Net::Qwen3(m) => m.clear_kv_cache(),
             Net::Phi3(m) => m.clear_kv_cache(),
+            Net::Gemma2(m) => m.clear_kv_cache(),
             Net::Gguf(m) => m.clear_kv_cache(),
             Net::GgufQwen2(m) => m.clear_kv_cache(),
             Net::GgufQwen3(m) => m.clear_kv_cache(),
@@ -113,6 +117,7 @@ impl Net {
             Net::Qwen2(m) => m.forward(&input, pos)?,
             Net::Qwen3(m) => m.forward(&input, pos)?,
             Net::Phi3(m) => m.forward(&input, pos)?,
+            Net::Gemma2(m) => m.forward(&input, pos)?,
             Net::Gguf(m) => m.forward(&input, pos)?,
             Net::GgufQwen2(m) => m.forward(&input, pos)?,
             Net::GgufQwen3(m) => m.forward(&input, pos)?,
@@ -569,7 +574,7 @@ impl CandleModel {
         })?;
         let model_type = config.model_type.clone().ok_or_else(|| {
             Error::in_file(&config.path, "has no model_type")
-                .hint("set model_type (llama, mistral, qwen2, qwen3 or phi3)")
+                .hint("set model_type (llama, mistral, qwen2, qwen3, phi3 or gemma2)")
         })?;
         let arch = match model_type.as_str() {
             "llama" => Arch::Llama,
@@ -577,12 +582,13 @@ impl CandleModel {
             "qwen2" => Arch::Qwen2,
             "qwen3" => Arch::Qwen3,
             "phi3" => Arch::Phi3,
+            "gemma2" => Arch::Gemma2,
             other => {
                 return Err(Error::in_file(
                     &config.path,
                     format!("model_type \"{other}\" is not supported by the candle target"),
                 )
-                .hint("the candle target runs llama, mistral, qwen2, qwen3 and phi3 checkpoints, and llama, qwen2 and qwen3 GGUF files; use a server target for this model"))
+                .hint("the candle target runs llama, mistral, qwen2, qwen3, phi3 and gemma2 checkpoints, and llama, qwen2, qwen3 and gemma2 GGUF files; use a server target for this model"))
             }
         };
         let files = shard_files(&dir)?;
@@ -636,6 +642,9 @@ impl CandleModel {
                 Net::Qwen3(qwen3::ModelForCausalLM::new(&shape.qwen3_config(), vb).map_err(built)?)
             }
             Arch::Phi3 => Net::Phi3(phi3::Model::new(&shape.phi3_config(tied), vb).map_err(built)?),
+            Arch::Gemma2 => {
+                Net::Gemma2(gemma2::Model::new(false, &shape.gemma2_config(), vb).map_err(built)?)
+            }
         };
         let ctx = shape.context_length();
         Self::assemble(dir, net, root, &model_type, shape.vocab, ctx, Vec::new())
@@ -649,10 +658,10 @@ impl CandleModel {
         let md_str = |k: &str| ct.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
         let md_uint = |k: &str| ct.metadata.get(k).and_then(gguf_uint);
         let arch = md_str("general.architecture").unwrap_or_default();
-        if !matches!(arch.as_str(), "llama" | "qwen2" | "qwen3") {
+        if !matches!(arch.as_str(), "llama" | "qwen2" | "qwen3" | "gemma2") {
             return Err(Error::in_file(
                 path,
-                format!("general.architecture is \"{arch}\"; the candle target runs llama, qwen2 and qwen3 GGUF files"),
+                format!("general.architecture is \"{arch}\"; the candle target runs llama, qwen2, qwen3 and gemma2 GGUF files"),
             )
             .hint("use a server target (llama.cpp) for this file"));
         }
@@ -681,14 +690,16 @@ impl CandleModel {
                 ),
             ));
         }
-        // Qwen3 heads may be wider than embedding_length / head_count (key_length says).
-        let head_dim = match arch.as_str() {
-            "qwen3" => need("attention.key_length")?,
-            _ => embd / heads,
+        // Qwen3 and Gemma-2 heads may be wider than embedding_length / head_count
+        // (key_length says).
+        let own_head_dim = matches!(arch.as_str(), "qwen3" | "gemma2");
+        let head_dim = match own_head_dim {
+            true => need("attention.key_length")?,
+            false => embd / heads,
         };
         let rope_dim = md_uint(&key("rope.dimension_count")).unwrap_or(head_dim);
         if heads % kv_heads != 0
-            || (arch != "qwen3" && embd % heads != 0)
+            || (!own_head_dim && embd % heads != 0)
             || rope_dim % 2 != 0
             || head_dim % 2 != 0
             || rope_dim != head_dim
@@ -726,6 +737,12 @@ impl CandleModel {
                 c
             }
         };
+        // candle's Gemma-2 applies its sliding window to every layer (transformers: every
+        // other one): the context stops at the window, where both agree.
+        let ctx = match md_uint(&key("attention.sliding_window")) {
+            Some(w) if arch == "gemma2" && w > 0 => ctx.min(w as usize),
+            _ => ctx,
+        };
         let weight_eos: Vec<u32> = [
             "tokenizer.ggml.eos_token_id",
             "tokenizer.ggml.eot_token_id",
@@ -742,6 +759,19 @@ impl CandleModel {
             )
         };
         let net = match arch.as_str() {
+            "gemma2" => {
+                let dims = GgufDims {
+                    heads,
+                    kv_heads,
+                    embd,
+                    blocks,
+                    head_dim,
+                    vocab,
+                    ctx,
+                };
+                let cfg = gemma2_gguf_config(&ct, path, &dims)?;
+                Net::Gemma2(gemma2_from_gguf(&ct, &mut file, path, &cfg)?)
+            }
             "qwen2" => Net::GgufQwen2(
                 quantized_qwen2::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu)
                     .map_err(cannot)?,
@@ -765,6 +795,136 @@ impl CandleModel {
             weight_eos,
         )
     }
+}
+
+/// The dimensions `from_gguf` read and checked.
+struct GgufDims {
+    heads: u64,
+    kv_heads: u64,
+    embd: u64,
+    blocks: u64,
+    head_dim: u64,
+    vocab: usize,
+    ctx: usize,
+}
+
+/// candle's `gemma2::Config` from llama.cpp's gemma2 keys (`Gemma2Model.set_gguf_parameters`).
+fn gemma2_gguf_config(
+    ct: &gguf_file::Content,
+    path: &Path,
+    d: &GgufDims,
+) -> Result<gemma2::Config> {
+    let float = |k: &str| {
+        ct.metadata
+            .get(&format!("gemma2.{k}"))
+            .and_then(|v| {
+                v.to_f32()
+                    .ok()
+                    .or_else(|| v.to_f64().ok().map(|f| f as f32))
+            })
+            .map(f64::from)
+    };
+    let ffn = ct
+        .metadata
+        .get("gemma2.feed_forward_length")
+        .and_then(gguf_uint)
+        .filter(|&v| v > 0)
+        .ok_or_else(|| {
+            Error::in_file(
+                path,
+                "metadata gemma2.feed_forward_length is missing or not a positive integer",
+            )
+        })?;
+    Ok(gemma2::Config {
+        attention_bias: false,
+        head_dim: d.head_dim as usize,
+        hidden_activation: candle_nn::Activation::GeluPytorchTanh,
+        hidden_size: d.embd as usize,
+        intermediate_size: ffn as usize,
+        num_attention_heads: d.heads as usize,
+        num_hidden_layers: d.blocks as usize,
+        num_key_value_heads: d.kv_heads as usize,
+        rms_norm_eps: float("attention.layer_norm_rms_epsilon").unwrap_or(1e-6),
+        rope_theta: float("rope.freq_base").unwrap_or(10_000.0),
+        vocab_size: d.vocab,
+        final_logit_softcapping: float("final_logit_softcapping").filter(|&c| c > 0.0),
+        attn_logit_softcapping: float("attn_logit_softcapping").filter(|&c| c > 0.0),
+        // llama.cpp scales queries by 1/sqrt(key_length) (but for the 27B), as candle does.
+        query_pre_attn_scalar: d.head_dim as usize,
+        // The context is capped to the window, so the window never masks anything.
+        sliding_window: None,
+        max_position_embeddings: d.ctx,
+    })
+}
+
+/// A gemma2 GGUF's tensor → the checkpoint's name, and whether it is a norm (stored by
+/// llama.cpp's converter as `1 + w`).
+fn gemma2_hf_name(gguf: &str) -> Option<(String, bool)> {
+    match gguf {
+        "token_embd.weight" => return Some(("model.embed_tokens.weight".into(), false)),
+        "output_norm.weight" => return Some(("model.norm.weight".into(), true)),
+        _ => {}
+    }
+    let rest = gguf.strip_prefix("blk.")?;
+    let (layer, tensor) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    let hf = match tensor {
+        "attn_norm.weight" => "input_layernorm.weight",
+        "post_attention_norm.weight" => "post_attention_layernorm.weight",
+        "ffn_norm.weight" => "pre_feedforward_layernorm.weight",
+        "post_ffw_norm.weight" => "post_feedforward_layernorm.weight",
+        "attn_q.weight" => "self_attn.q_proj.weight",
+        "attn_k.weight" => "self_attn.k_proj.weight",
+        "attn_v.weight" => "self_attn.v_proj.weight",
+        "attn_output.weight" => "self_attn.o_proj.weight",
+        "ffn_gate.weight" => "mlp.gate_proj.weight",
+        "ffn_up.weight" => "mlp.up_proj.weight",
+        "ffn_down.weight" => "mlp.down_proj.weight",
+        _ => return None,
+    };
+    Some((
+        format!("model.layers.{layer}.{hf}"),
+        hf.ends_with("layernorm.weight"),
+    ))
+}
+
+/// candle has no quantized Gemma-2: every tensor is dequantized to F32 under its checkpoint
+/// name (norms back to `w`) and the safetensors model is built from them. llama.cpp ties the
+/// output to the embeddings; a GGUF with its own `output.weight` would be run wrong, so it is
+/// refused.
+fn gemma2_from_gguf(
+    ct: &gguf_file::Content,
+    file: &mut std::fs::File,
+    path: &Path,
+    cfg: &gemma2::Config,
+) -> Result<gemma2::Model> {
+    let cannot = |e: candle_core::Error| {
+        Error::in_file(
+            path,
+            format!("cannot load the GGUF weights: {}", candle_msg(&e)),
+        )
+    };
+    if ct.tensor_infos.contains_key("output.weight") {
+        return Err(Error::in_file(
+            path,
+            "has an output.weight tensor; candle's Gemma-2 ties the output head to token_embd",
+        )
+        .hint("use a server target (llama.cpp) for this file"));
+    }
+    let mut tensors = std::collections::HashMap::new();
+    for name in ct.tensor_infos.keys() {
+        let Some((hf, norm)) = gemma2_hf_name(name) else {
+            continue;
+        };
+        let q = ct.tensor(file, name, &Device::Cpu).map_err(cannot)?;
+        let mut t = q.dequantize(&Device::Cpu).map_err(cannot)?;
+        if norm {
+            t = (t - 1.0).map_err(cannot)?;
+        }
+        tensors.insert(hf, t);
+    }
+    let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
+    gemma2::Model::new(false, cfg, vb).map_err(cannot)
 }
 
 fn gguf_uint(v: &gguf_file::Value) -> Option<u64> {
@@ -847,6 +1007,7 @@ enum Arch {
     Qwen2,
     Qwen3,
     Phi3,
+    Gemma2,
 }
 
 /// The hyper-parameters of config.json, checked.
@@ -872,6 +1033,9 @@ struct Hyper {
     attention_bias: bool,
     /// Phi-3: the share of each head that is rotated (Phi-4-mini: 0.75).
     partial_rotary_factor: Option<f64>,
+    /// Gemma-2: tanh caps on attention scores and on the output logits.
+    attn_logit_softcapping: Option<f64>,
+    final_logit_softcapping: Option<f64>,
 }
 
 struct Fields<'a> {
@@ -942,7 +1106,7 @@ impl Hyper {
         }
         let default_head_dim = hidden / heads;
         let head_dim = match f.uint("head_dim")? {
-            Some(d) if matches!(arch, Arch::Mistral | Arch::Qwen3) && d > 0 => d,
+            Some(d) if matches!(arch, Arch::Mistral | Arch::Qwen3 | Arch::Gemma2) && d > 0 => d,
             Some(d) if d != default_head_dim => {
                 return Err(f.err(
                     "head_dim",
@@ -951,7 +1115,7 @@ impl Hyper {
             }
             _ => default_head_dim,
         };
-        if !matches!(arch, Arch::Mistral | Arch::Qwen3) && hidden % heads != 0 {
+        if !matches!(arch, Arch::Mistral | Arch::Qwen3 | Arch::Gemma2) && hidden % heads != 0 {
             return Err(f.err(
                 "hidden_size",
                 &format!("{hidden} is not a multiple of num_attention_heads {heads}"),
@@ -1020,11 +1184,26 @@ impl Hyper {
                 }
             }
         };
-        let tie_word_embeddings = f.boolean("tie_word_embeddings")?.unwrap_or(false);
-        let hidden_act = match config.raw.get("hidden_act").and_then(Value::as_str) {
+        // Gemma2Config ties by default; the others do not.
+        let tie_word_embeddings = f
+            .boolean("tie_word_embeddings")?
+            .unwrap_or(arch == Arch::Gemma2);
+        if arch == Arch::Gemma2 && !tie_word_embeddings {
+            return Err(f.err(
+                "tie_word_embeddings",
+                "candle's Gemma-2 ties the output head to the embeddings",
+            ));
+        }
+        // Gemma2 reads `hidden_activation` (its configs carry both).
+        let act_key = match arch {
+            Arch::Gemma2 if config.raw.get("hidden_activation").is_some() => "hidden_activation",
+            _ => "hidden_act",
+        };
+        let hidden_act = match config.raw.get(act_key).and_then(Value::as_str) {
+            None if arch == Arch::Gemma2 => candle_nn::Activation::GeluPytorchTanh,
             None => candle_nn::Activation::Silu,
             Some(a) => serde_json::from_value(Value::String(a.to_string()))
-                .map_err(|_| f.err("hidden_act", &format!("\"{a}\" is not supported")))?,
+                .map_err(|_| f.err(act_key, &format!("\"{a}\" is not supported")))?,
         };
         if arch == Arch::Llama {
             if hidden_act != candle_nn::Activation::Silu {
@@ -1038,7 +1217,7 @@ impl Hyper {
         }
         let sliding_window = match arch {
             Arch::Llama => None,
-            Arch::Mistral | Arch::Phi3 => f.uint("sliding_window")?,
+            Arch::Mistral | Arch::Phi3 | Arch::Gemma2 => f.uint("sliding_window")?,
             Arch::Qwen2 | Arch::Qwen3 => {
                 if f.boolean("use_sliding_window")?.unwrap_or(false) {
                     f.uint("sliding_window")?
@@ -1055,6 +1234,22 @@ impl Hyper {
                 "biases are not supported by candle's Phi-3",
             ));
         }
+        if arch == Arch::Gemma2 {
+            // candle scales attention by 1/sqrt(head_dim); transformers by this scalar.
+            if let Some(q) = f.uint("query_pre_attn_scalar")? {
+                if q != head_dim {
+                    return Err(f.err(
+                        "query_pre_attn_scalar",
+                        &format!("{q} differs from head_dim {head_dim}; candle's Gemma-2 scales attention by head_dim"),
+                    ));
+                }
+            }
+        }
+        let softcap = |k: &str| -> Result<Option<f64>> {
+            Ok(f.float(k)?.filter(|&c| c > 0.0 && arch == Arch::Gemma2))
+        };
+        let attn_logit_softcapping = softcap("attn_logit_softcapping")?;
+        let final_logit_softcapping = softcap("final_logit_softcapping")?;
         let partial_rotary_factor = f.float("partial_rotary_factor")?;
         if let Some(p) = partial_rotary_factor {
             let rotated = (head_dim as f64 * p) as usize;
@@ -1084,6 +1279,8 @@ impl Hyper {
             max_window_layers,
             attention_bias,
             partial_rotary_factor,
+            attn_logit_softcapping,
+            final_logit_softcapping,
         })
     }
 
@@ -1198,6 +1395,28 @@ impl Hyper {
         }
     }
 
+    fn gemma2_config(&self) -> gemma2::Config {
+        gemma2::Config {
+            attention_bias: self.attention_bias,
+            head_dim: self.head_dim,
+            hidden_activation: self.hidden_act,
+            hidden_size: self.hidden,
+            intermediate_size: self.intermediate,
+            num_attention_heads: self.heads,
+            num_hidden_layers: self.layers,
+            num_key_value_heads: self.kv_heads,
+            rms_norm_eps: self.rms_norm_eps,
+            rope_theta: self.rope_theta,
+            vocab_size: self.vocab,
+            final_logit_softcapping: self.final_logit_softcapping,
+            attn_logit_softcapping: self.attn_logit_softcapping,
+            query_pre_attn_scalar: self.head_dim,
+            // The context is capped to the window, so the window never masks anything.
+            sliding_window: None,
+            max_position_embeddings: self.context_length(),
+        }
+    }
+
     /// (name, shape) of every tensor the architecture loads; lm_head last.
     fn expected(&self) -> Vec<(String, Vec<usize>)> {
         let (h, i) = (self.hidden, self.intermediate);
@@ -1233,11 +1452,18 @@ impl Hyper {
                 add("self_attn.q_norm.weight", vec![self.head_dim]);
                 add("self_attn.k_norm.weight", vec![self.head_dim]);
             }
+            if self.arch == Arch::Gemma2 {
+                add("pre_feedforward_layernorm.weight", vec![h]);
+                add("post_feedforward_layernorm.weight", vec![h]);
+            }
             add("mlp.gate_proj.weight", vec![i, h]);
             add("mlp.up_proj.weight", vec![i, h]);
             add("mlp.down_proj.weight", vec![h, i]);
         }
-        out.push(("lm_head.weight".to_string(), vec![self.vocab, h]));
+        // Gemma-2's head is the embedding (tie_word_embeddings is checked in `read`).
+        if self.arch != Arch::Gemma2 {
+            out.push(("lm_head.weight".to_string(), vec![self.vocab, h]));
+        }
         out
     }
 }

@@ -82,7 +82,7 @@ async fn healthy_server_passes_identically_five_times() {
         // The smoke suite names no stack: the server's vLLM-style chat /tokenize tells.
         let stack = gate_workspace::message_of(&r, "tokenizer.stack");
         assert!(
-            stack.contains("what transformers feeds")
+            stack.contains("what vllm feeds")
                 && stack.contains("detected: the server answers chat POST /tokenize"),
             "{stack}"
         );

@@ -14,8 +14,9 @@ use chatgate::target::GenerateRequest;
 use crate::common::families::Family;
 use serde_json::{json, Value};
 
-/// Corpus models a stand-in is built from (gpt2-xl's architecture is not one yet), and the
-/// phi3 and qwen3 architectures on corpus tokenizers.
+/// Corpus models a stand-in is built from (gpt2-xl's architecture is not one yet), the phi3
+/// and qwen3 architectures on corpus tokenizers, and Gemma-2 (its real tokenizer and template,
+/// its config's values).
 const FAMILIES: &[Family] = &[
     Family::corpus("TinyLlama-1.1B-Chat-v1.0", "TinyLlama-1.1B-Chat-v1.0"),
     Family::corpus("Mistral-7B-Instruct-v0.3", "Mistral-7B-Instruct-v0.3"),
@@ -34,6 +35,7 @@ const FAMILIES: &[Family] = &[
         arch: Some("qwen3"),
         template: None,
     },
+    crate::common::families::GEMMA2,
 ];
 
 fn corpus(name: &str) -> PathBuf {
@@ -219,6 +221,7 @@ fn probe_strings() -> Vec<String> {
             "<s>[INST] What is 2+2? [/INST]",
             "<|user|>\nhi<|end|>\n<|assistant|>\n",
             "<|system|>\nYou are kind.</s>\n<|user|>\nHello</s>\n<|assistant|>\n",
+            "<bos><start_of_turn>user\nHi  there\n\n<end_of_turn>\n<start_of_turn>model\n",
             " leading and  double  spaces ",
             "tabs\tand\nnewlines\n\n",
         ]
@@ -289,20 +292,21 @@ print(json.dumps([m.tokenize(s.encode(), add_bos=False, special=True) for s in j
     );
 }
 
-/// A `model_type` stand-ins are not built in (gemma2) stands in as the first supported
+/// A `model_type` stand-ins are not built in (cohere here) stands in as the first supported
 /// architecture for which transformers picks the same tokenizer class — the tokenizer is what
 /// the serving chain sees — and the report says so; the stand-in then passes init and the gate.
 /// When no supported architecture gives that class, `standin` refuses and names config.json.
 #[test]
 fn an_unsupported_architecture_stands_in_as_one_with_the_same_tokenizer_class() {
     let tmp = tempfile::tempdir().unwrap();
-    let gemma2 = Family {
-        name: "gemma2 config on TinyLlama's tokenizer",
-        model: "TinyLlama-1.1B-Chat-v1.0",
-        arch: Some("gemma2"),
-        template: None,
-    };
-    let source = gemma2.source(tmp.path());
+    let tinyllama = Family::corpus("TinyLlama", "TinyLlama-1.1B-Chat-v1.0");
+    let source = tmp.path().join("source");
+    crate::common::gate_workspace::copy_dir(&tinyllama.source(tmp.path()), &source);
+    let cfg_path = source.join("config.json");
+    let mut cfg: Value = serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+    cfg["model_type"] = json!("cohere");
+    cfg["architectures"] = json!(["CohereForCausalLM"]);
+    std::fs::write(&cfg_path, serde_json::to_vec(&cfg).unwrap()).unwrap();
     let options = |from: &Path, out: &Path| Options {
         from: from.to_path_buf(),
         out: out.to_path_buf(),
@@ -319,7 +323,7 @@ fn an_unsupported_architecture_stands_in_as_one_with_the_same_tokenizer_class() 
         built
             .notes
             .iter()
-            .any(|n| n.contains("\"gemma2\"") && n.contains("same tokenizer class")),
+            .any(|n| n.contains("\"cohere\"") && n.contains("same tokenizer class")),
         "{:?}",
         built.notes
     );
@@ -343,18 +347,18 @@ fn an_unsupported_architecture_stands_in_as_one_with_the_same_tokenizer_class() 
         assert_eq!(code, 0, "update {update}: {out_}{err}");
     }
 
-    // Without tokenizer_class, transformers picks GemmaTokenizer by model_type: no supported
+    // Without tokenizer_class, transformers picks CohereTokenizer by model_type: no supported
     // architecture gives that class.
     let tc_path = source.join("tokenizer_config.json");
     let mut tc: Value = serde_json::from_slice(&std::fs::read(&tc_path).unwrap()).unwrap();
     tc.as_object_mut().unwrap().remove("tokenizer_class");
     std::fs::write(&tc_path, serde_json::to_vec(&tc).unwrap()).unwrap();
     let Err(err) = build(&options(&source, &tmp.path().join("refused"))) else {
-        panic!("a gemma2 source without tokenizer_class was built")
+        panic!("a cohere source without tokenizer_class was built")
     };
     let err = err.to_string();
     assert!(
-        err.contains("config.json") && err.contains("gemma2"),
+        err.contains("config.json") && err.contains("cohere"),
         "{err}"
     );
     assert!(!tmp.path().join("refused").exists());

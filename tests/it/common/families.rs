@@ -21,6 +21,15 @@ pub struct Family {
     pub template: Option<&'static str>,
 }
 
+/// Gemma-2 2B it: its real tokenizer files (tests/corpus/models/gemma-2-2b-it), its real chat
+/// template, and its config's values (tests/corpus/configs/gemma2.*).
+pub const GEMMA2: Family = Family {
+    name: "Gemma-2 2B it (SentencePiece 256k, BOS in the template, no system role), gemma2",
+    model: "gemma-2-2b-it",
+    arch: Some("gemma2"),
+    template: Some("google-gemma-2-2b-it.jinja"),
+};
+
 impl Family {
     pub const fn corpus(name: &'static str, model: &'static str) -> Family {
         Family {
