@@ -363,3 +363,36 @@ fn an_unsupported_architecture_stands_in_as_one_with_the_same_tokenizer_class() 
     );
     assert!(!tmp.path().join("refused").exists());
 }
+
+/// What candle's Gemma-2 cannot run as transformers and llama.cpp do is refused by name, never
+/// run wrong: queries scaled by another `query_pre_attn_scalar` than head_dim (Gemma-2 27B),
+/// an untied output head, and a GGUF with its own `output.weight`.
+#[test]
+fn gemma2_shapes_candle_would_run_wrong_are_refused() {
+    let (standin, _) = crate::common::families::GEMMA2.standin();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg: Value =
+        serde_json::from_slice(&std::fs::read(standin.join("config.json")).unwrap()).unwrap();
+    let head_dim = cfg["head_dim"].as_u64().unwrap();
+    // The stand-in itself loads (its scalar is its head_dim).
+    CandleModel::load(&standin).unwrap();
+    for (key, value, said) in [
+        (
+            "query_pre_attn_scalar",
+            json!(head_dim * 2),
+            "scales attention by head_dim",
+        ),
+        ("tie_word_embeddings", json!(false), "ties the output head"),
+    ] {
+        let dir = tmp.path().join(key);
+        crate::common::gate_workspace::copy_dir(&standin, &dir);
+        let mut c = cfg.clone();
+        c[key] = value;
+        std::fs::write(dir.join("config.json"), serde_json::to_vec(&c).unwrap()).unwrap();
+        let Err(err) = CandleModel::load(&dir) else {
+            panic!("{key}: a Gemma-2 candle would run wrong was loaded")
+        };
+        let err = err.to_string();
+        assert!(err.contains(key) && err.contains(said), "{key}: {err}");
+    }
+}
