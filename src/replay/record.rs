@@ -50,6 +50,12 @@ pub struct TokenLogprob {
     pub token: String,
     pub logprob: f32,
     pub top: Vec<TopLogprob>,
+    /// The entry also stands for tokens generated before it that the server reported no entry
+    /// of: llama-server holds back a token that ends inside a UTF-8 character and reports only
+    /// the token that completes it, with the text (`bytes`) of all of them. From such an entry
+    /// on, entries are no longer tokens one for one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub merged: bool,
 }
 
 /// What an output event carried.

@@ -546,6 +546,7 @@ mod tests {
         r.model = Some("volatile-model-name".into());
         r.logprobs = Some(vec![
             TokenLogprob {
+                merged: false,
                 id: Some(5),
                 token: "Hi".into(),
                 logprob: -0.01234,
@@ -563,12 +564,14 @@ mod tests {
                 ],
             },
             TokenLogprob {
+                merged: false,
                 id: Some(6),
                 token: "\n".into(),
                 logprob: f32::NEG_INFINITY,
                 top: vec![],
             },
             TokenLogprob {
+                merged: false,
                 id: Some(7),
                 token: "x".into(),
                 logprob: -1.0,

@@ -159,6 +159,7 @@ fn chat_blocking(m: &mut CandleModel, req: &ChatRequest) -> Result<Record> {
             g.steps
                 .iter()
                 .map(|s| TokenLogprob {
+                    merged: false,
                     id: Some(s.id),
                     token: piece(s.id),
                     logprob: s.logprob,

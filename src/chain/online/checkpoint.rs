@@ -1,7 +1,7 @@
 //! Boundary 1 online: is the server running the checkpoint we trained? What it says it serves
 //! (identity against the lock), and what it does: the log-probabilities it reports for its own
 //! tokens against a local candle run of the reference checkpoint on the same prompt ids.
-use super::{reply_ids, Observed, Online, ProbeRun};
+use super::{first_reply_ids, Observed, Online, ProbeRun};
 use crate::chain::{Boundary::Checkpoint, Finding, Severity};
 use crate::replay::Record;
 
@@ -118,7 +118,7 @@ async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
             inconclusive.push(run.probe.id.clone());
             continue;
         };
-        let Some(ids) = reply_ids(main, online) else {
+        let Some(ids) = first_reply_ids(main, online) else {
             // The server reported neither ids nor logprob tokens the vocabulary confirms.
             inconclusive.push(format!("{} (generated ids unconfirmed)", run.probe.id));
             continue;

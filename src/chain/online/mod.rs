@@ -79,6 +79,8 @@ pub struct ProbeRun {
     /// The server's own ids for the same chat, when it can tell (vLLM /tokenize, TGI
     /// /chat_tokenize, llama.cpp /apply-template + /tokenize).
     pub server_ids: Option<Vec<u32>>,
+    /// Why asking the server for those ids failed, when it offers a way and the request failed.
+    pub server_ids_error: Option<String>,
     /// Same-seed temperature-0 replies sent one after another; `[0]` is the main reply.
     pub plain: Vec<std::result::Result<Record, CallError>>,
     /// The same request with another seed.
@@ -244,12 +246,14 @@ impl Online<'_> {
     async fn run_probe(&self, probe: &Probe) -> ProbeRun {
         let seed = self.settings.seed;
         let local_ids = self.local_ids(probe);
-        let server_ids = self
+        let (server_ids, server_ids_error) = match self
             .http
             .tokenize_chat(&probe.messages, probe.tools.as_deref(), true)
             .await
-            .ok()
-            .flatten();
+        {
+            Ok(ids) => (ids, None),
+            Err(e) => (None, Some(e.to_string())),
+        };
         let mut plain = Vec::new();
         for _ in 0..self.settings.repeats.max(2) {
             plain.push(self.http.chat(&self.request(probe, seed, false)).await);
@@ -267,6 +271,7 @@ impl Online<'_> {
             probe: probe.clone(),
             local_ids,
             server_ids,
+            server_ids_error,
             plain,
             other_seed,
             streamed,
@@ -342,14 +347,28 @@ impl Online<'_> {
 /// confirms them: re-tokenizing the reply's text is never a faithful way to recover ids (a
 /// normalizer maps U+FA04 to U+5B85, a merge picks another split).
 pub fn reply_ids(rec: &Record, online: &Online) -> Option<Vec<u32>> {
+    let whole = rec
+        .logprobs
+        .as_ref()
+        .is_none_or(|l| !l.iter().any(|l| l.merged));
+    first_reply_ids(rec, online).filter(|_| rec.token_ids.is_some() || whole)
+}
+
+/// The reply's first generated ids as `reply_ids` finds them, up to the first logprob entry
+/// that stands for several tokens (past it the positions are unknown). Enough for a
+/// fingerprint, which reads a reply's first tokens; None when not even the first is known.
+pub fn first_reply_ids(rec: &Record, online: &Online) -> Option<Vec<u32>> {
     if let Some(ids) = &rec.token_ids {
         return Some(ids.clone());
     }
     let lps = rec.logprobs.as_ref()?;
     let tok = online.ctx.serving.as_ref().map(|p| &p.tokenizer);
-    lps.iter()
+    let ids: Option<Vec<u32>> = lps
+        .iter()
+        .take_while(|l| !l.merged)
         .map(|l| l.id.or_else(|| tok.and_then(|t| vocab_id(t, &l.token))))
-        .collect()
+        .collect();
+    ids.filter(|i| !i.is_empty() || lps.is_empty())
 }
 
 /// A logprob entry's token string as a vocabulary id: the piece itself, else its byte-level

@@ -375,6 +375,7 @@ fn usage(online: &Online, obs: &Observed) -> Finding {
             .or_else(|| {
                 main.logprobs
                     .as_ref()
+                    .filter(|l| !l.iter().any(|x| x.merged))
                     .and_then(|l| l.iter().map(|x| x.id).collect())
             })
             .or_else(|| {

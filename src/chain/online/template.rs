@@ -49,6 +49,7 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
     if compared == 0 {
         out.push(prompt_tokens(obs));
     }
+    out.extend(tokenize_failures(obs));
     out.extend(server_render_errors(obs, &online.model));
     out
 }
@@ -112,6 +113,23 @@ fn names_a_template_error(body: &str, model: &str) -> bool {
     ]
     .iter()
     .any(|w| body.contains(w))
+}
+
+/// A server that offers its prompt ids (a chat tokenize endpoint) but failed to give them for
+/// some probes: those probes were checked by prompt size alone, and saying so keeps a weaker
+/// check from passing for the strong one.
+fn tokenize_failures(obs: &Observed) -> Option<Finding> {
+    let failed: Vec<_> = obs
+        .runs
+        .iter()
+        .filter_map(|r| Some((&r.probe.id, r.server_ids_error.as_ref()?)))
+        .collect();
+    let (probe, error) = failed.first()?;
+    Some(
+        Finding::new(Template, "template.server-ids", Severity::Warning, format!("the server's chat tokenize request failed on {} of {} probes: their prompt ids were not compared", failed.len(), obs.runs.len()))
+            .with("probe", probe)
+            .with("error", error),
+    )
 }
 
 /// usage.prompt_tokens against the local render's count (METRICS.md: their difference is the
