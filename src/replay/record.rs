@@ -157,6 +157,15 @@ pub struct Record {
 }
 
 impl Record {
+    /// The logprob entries when each stands for exactly one generated token (see
+    /// `TokenLogprob::merged`): only then are their ids the reply's ids and their count its
+    /// token count.
+    pub fn per_token_logprobs(&self) -> Option<&[TokenLogprob]> {
+        self.logprobs
+            .as_deref()
+            .filter(|l| !l.iter().any(|l| l.merged))
+    }
+
     /// An empty record with a timing that starts now.
     pub fn new() -> Record {
         Record {

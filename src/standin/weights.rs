@@ -179,8 +179,8 @@ fn ones(n: usize) -> Result<Tensor> {
     Tensor::ones(n, DType::F32, &Device::Cpu).map_err(c)
 }
 
-fn filled(n: usize, v: f64) -> Result<Tensor> {
-    (Tensor::ones(n, DType::F32, &Device::Cpu).map_err(c)? * v).map_err(c)
+fn filled(n: usize, v: f32) -> Result<Tensor> {
+    Tensor::full(v, n, &Device::Cpu).map_err(c)
 }
 
 /// Everything but the output head.
@@ -214,11 +214,11 @@ fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<String, Tenso
             );
             t.insert(
                 format!("{p}.post_attention_layernorm.weight"),
-                filled(h, 4.0 * root - 1.0)?,
+                filled(h, (4.0 * root - 1.0) as f32)?,
             );
             t.insert(
                 format!("{p}.post_feedforward_layernorm.weight"),
-                filled(h, 2.0 * root - 1.0)?,
+                filled(h, (2.0 * root - 1.0) as f32)?,
             );
         } else {
             t.insert(format!("{p}.input_layernorm.weight"), ones(h)?);

@@ -693,9 +693,10 @@ impl CandleModel {
         // Qwen3 and Gemma-2 heads may be wider than embedding_length / head_count
         // (key_length says).
         let own_head_dim = matches!(arch.as_str(), "qwen3" | "gemma2");
-        let head_dim = match own_head_dim {
-            true => need("attention.key_length")?,
-            false => embd / heads,
+        let head_dim = if own_head_dim {
+            need("attention.key_length")?
+        } else {
+            embd / heads
         };
         let rope_dim = md_uint(&key("rope.dimension_count")).unwrap_or(head_dim);
         if heads % kv_heads != 0

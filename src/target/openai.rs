@@ -1290,11 +1290,7 @@ fn fill_ids_from_logprobs(rec: &mut Record) {
     if rec.token_ids.is_some() {
         return;
     }
-    if let Some(lps) = rec
-        .logprobs
-        .as_ref()
-        .filter(|l| !l.iter().any(|l| l.merged))
-    {
+    if let Some(lps) = rec.per_token_logprobs() {
         let ids: Option<Vec<u32>> = lps.iter().map(|l| l.id).collect();
         if let Some(ids) = ids.filter(|i| !i.is_empty()) {
             rec.token_ids = Some(ids);
@@ -1318,11 +1314,7 @@ fn finish_plain(rec: &mut Record) {
             .token_ids
             .as_ref()
             .map(Vec::len)
-            .or(rec
-                .logprobs
-                .as_ref()
-                .filter(|l| !l.iter().any(|l| l.merged))
-                .map(Vec::len))
+            .or(rec.per_token_logprobs().map(<[_]>::len))
             .and_then(|n| u32::try_from(n).ok())
             .or(rec
                 .usage

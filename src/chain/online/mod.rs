@@ -347,11 +347,11 @@ impl Online<'_> {
 /// confirms them: re-tokenizing the reply's text is never a faithful way to recover ids (a
 /// normalizer maps U+FA04 to U+5B85, a merge picks another split).
 pub fn reply_ids(rec: &Record, online: &Online) -> Option<Vec<u32>> {
-    let whole = rec
-        .logprobs
-        .as_ref()
-        .is_none_or(|l| !l.iter().any(|l| l.merged));
-    first_reply_ids(rec, online).filter(|_| rec.token_ids.is_some() || whole)
+    // Entries that are not one per token give only the first ids, not the reply's.
+    if rec.token_ids.is_none() && rec.logprobs.is_some() && rec.per_token_logprobs().is_none() {
+        return None;
+    }
+    first_reply_ids(rec, online)
 }
 
 /// The reply's first generated ids as `reply_ids` finds them, up to the first logprob entry

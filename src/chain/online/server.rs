@@ -373,9 +373,7 @@ fn usage(online: &Online, obs: &Observed) -> Finding {
             .token_ids
             .clone()
             .or_else(|| {
-                main.logprobs
-                    .as_ref()
-                    .filter(|l| !l.iter().any(|x| x.merged))
+                main.per_token_logprobs()
                     .and_then(|l| l.iter().map(|x| x.id).collect())
             })
             .or_else(|| {
