@@ -45,7 +45,7 @@ fn weights_hash_matches_sha256sum() {
     assert_eq!(files[0]["name"], "model.safetensors");
     assert_eq!(files[0]["sha256"], expected.as_str());
     assert_eq!(files[0]["format"], "safetensors");
-    // 2 layers of a 64-wide Llama with a 512-token vocabulary (scripts/make_fixture.py).
+    // 2 layers of a 64-wide Llama with a 512-token vocabulary (scripts/fixtures/make_fixture.py).
     let params = 2 * 512 * 64 + 64 + 2 * (4 * 64 * 64 + 3 * 128 * 64 + 2 * 64);
     assert_eq!(files[0]["parameters"], params);
 }

@@ -1,6 +1,6 @@
 //! A real llama-cpp-python server (`python -m llama_cpp.server`) on a free loopback port, for
 //! tests that must run against a server chatgate did not write. The interpreter comes from
-//! `CHATGATE_LLAMA_PYTHON`, else the venv scripts/install-llama-cpp-python.sh installs
+//! `CHATGATE_LLAMA_PYTHON`, else the venv scripts/servers/install-llama-cpp-python.sh installs
 //! (`$CHATGATE_LLAMA_VENV`, default `~/.cache/chatgate/venv-llama-cpp-python-0.3.36`), as
 //! .ci/run does. The server's log is kept in
 //! `target/real-server-logs/` and printed when a test using it fails.
@@ -32,7 +32,7 @@ pub fn python() -> Option<PathBuf> {
     None
 }
 
-/// Where scripts/install-llama-cpp-python.sh puts the venv.
+/// Where scripts/servers/install-llama-cpp-python.sh puts the venv.
 fn default_venv_python() -> PathBuf {
     let venv = std::env::var_os("CHATGATE_LLAMA_VENV")
         .map(PathBuf::from)
@@ -60,6 +60,17 @@ impl LlamaServer {
     /// Serve `model` (a .gguf) under the name `alias`, with extra server flags. Waits until
     /// `GET /v1/models` answers (llama-cpp-python has no /health), at most 60 s.
     pub fn start(python: &Path, model: &Path, alias: &str, extra: &[&str]) -> LlamaServer {
+        LlamaServer::start_with_env(python, model, alias, extra, &[])
+    }
+
+    /// As [`LlamaServer::start`], with more environment (e.g. a moved clock).
+    pub fn start_with_env(
+        python: &Path,
+        model: &Path,
+        alias: &str,
+        extra: &[&str],
+        env: &[(String, String)],
+    ) -> LlamaServer {
         let port = free_port();
         let logs = Path::new(REPO).join("target/real-server-logs");
         std::fs::create_dir_all(&logs).expect("log dir");
@@ -89,6 +100,7 @@ impl LlamaServer {
             ])
             .args(["--interrupt_requests", "False"])
             .args(extra)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

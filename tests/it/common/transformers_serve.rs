@@ -1,5 +1,5 @@
 //! A real `transformers serve` (transformers 5.23 + torch, the venv of
-//! scripts/install-transformers-serve.sh) on a free loopback port, serving one model folder on
+//! scripts/servers/install-transformers-serve.sh) on a free loopback port, serving one model folder on
 //! the CPU, offline. Its tokenizer and chat-template code are the ones vLLM and SGLang run.
 //! The venv comes from `CHATGATE_TRANSFORMERS_VENV`, default
 //! `~/.cache/chatgate/venv-transformers-serve`, as .ci/run installs it. `transformers serve DIR`
@@ -50,6 +50,11 @@ impl TransformersServe {
     /// Serve `model` (a folder); waits until `GET /health` answers, at most 180 s (torch's
     /// import and the model load come before the socket opens: 8-30 s here).
     pub fn start(exe: &Path, model: &Path) -> TransformersServe {
+        TransformersServe::start_with_env(exe, model, &[])
+    }
+
+    /// As [`TransformersServe::start`], with more environment (e.g. a moved clock).
+    pub fn start_with_env(exe: &Path, model: &Path, env: &[(String, String)]) -> TransformersServe {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
@@ -71,6 +76,7 @@ impl TransformersServe {
             .env("HF_HUB_OFFLINE", "1")
             .env("TRANSFORMERS_OFFLINE", "1")
             .env("OMP_NUM_THREADS", "1")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

@@ -2,10 +2,10 @@
 # Start the real `chatgate serve` binary on a free loopback port (optionally with --fault NAME
 # ...), run `chatgate gate SUITE --target` against it with every report format, then stop the
 # server. Exits with the gate's exit code; the server's log is printed when the gate fails.
-#   scripts/gate-against-serve.sh suites/smoke.toml [--fault slow-decode ...]
+#   scripts/servers/gate-against-serve.sh suites/smoke.toml [--fault slow-decode ...]
 set -uo pipefail
-cd "$(dirname "$0")/.."
-suite=${1:?usage: scripts/gate-against-serve.sh SUITE.toml [serve flags...]}
+cd "$(dirname "$0")/../.."
+suite=${1:?usage: scripts/servers/gate-against-serve.sh SUITE.toml [serve flags...]}
 shift
 bin=${CHATGATE_BIN:-target/release/chatgate}
 out=${CHATGATE_REPORTS:-target/gate-reports}

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Start `transformers serve` (the venv of scripts/install-transformers-serve.sh) on a model
+# Start `transformers serve` (the venv of scripts/servers/install-transformers-serve.sh) on a model
 # folder in the background, on CPU, offline, on loopback; wait until GET /health answers 200;
 # print the base URL on stdout and leave the server running. See
 # docs/research/transformers-serve.md for its quirks (no [DONE], /v1/models never lists the
 # model, "model" must be the served path or absent, 422 on unknown fields).
-#   url=$(scripts/transformers-serve.sh /tmp/tsm/qwen/model [PORT])   # PORT: default a free one
+#   url=$(scripts/servers/transformers-serve.sh /tmp/tsm/qwen/model [PORT])   # PORT: default a free one
 #   ... ; kill "$(cat "$TS_PIDFILE")"        # the pid is also printed on stderr
 # Env: CHATGATE_TRANSFORMERS_VENV (venv folder), TS_LOG (server log, default a temp file),
 # TS_PIDFILE (default $TS_LOG.pid), TS_TIMEOUT (seconds to wait, default 180).
 set -euo pipefail
-dir=$(cd "${1:?usage: scripts/transformers-serve.sh MODEL_DIR [PORT]}" && pwd)
+dir=$(cd "${1:?usage: scripts/servers/transformers-serve.sh MODEL_DIR [PORT]}" && pwd)
 venv=${CHATGATE_TRANSFORMERS_VENV:-$HOME/.cache/chatgate/venv-transformers-serve}
 port=${2:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
 log=${TS_LOG:-$(mktemp -t transformers-serve.XXXXXX.log)}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Side by side: the same loads through chatgate bench, guidellm and aiperf, against a server
-# whose own timestamps are the reference (scripts/known_timing_server.py: first token held
+# whose own timestamps are the reference (scripts/experiments/known_timing_server.py: first token held
 # SBS_TTFT_MS after the request body is read, then one token every SBS_ITL_MS), and each tool's
 # TTFT error against the server's own hold printed per run.
 #
@@ -8,8 +8,8 @@
 # clone (~/.cache/chatgate/venv-guidellm, ~/.cache/chatgate/venv-aiperf; guidellm pulls torch
 # with its CUDA wheels, ~5.5 GB, about 4 minutes the first time). Everything else is loopback.
 #
-#   scripts/side-by-side.sh                 # all three tools, 3 loads, 2 rounds (~8 minutes)
-#   SBS_TOOLS="chatgate aiperf" SBS_REPS=1 scripts/side-by-side.sh
+#   scripts/experiments/side-by-side.sh                 # all three tools, 3 loads, 2 rounds (~8 minutes)
+#   SBS_TOOLS="chatgate aiperf" SBS_REPS=1 scripts/experiments/side-by-side.sh
 #
 # Loads (the same for every tool): c1 = closed loop, concurrency 1; c32 = closed loop,
 # concurrency 32; open = open loop at SBS_RATE req/s, constant arrivals. Every request asks for
@@ -35,7 +35,7 @@
 # of installing it), GUIDELLM__MAX_WORKER_PROCESSES (1) and SBS_AIPERF_WORKERS (1): each tool's
 # worker processes, one by default on this 2-core class of machine.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 root=$PWD
 
 bin=${CHATGATE_BIN:-target/release/chatgate}
@@ -129,7 +129,7 @@ aiperf_workers=${SBS_AIPERF_WORKERS:-1}
 
 log=$out/server.jsonl
 : >"$log"
-python3 scripts/known_timing_server.py --port 0 --ready-file "$out/port" --ttft-ms "$ttft_ms" \
+python3 scripts/experiments/known_timing_server.py --port 0 --ready-file "$out/port" --ttft-ms "$ttft_ms" \
   --itl-ms "$itl_ms" --default-tokens "$osl" --log "$log" 2>"$out/server.err" &
 spid=$!
 cleanup() { kill "$spid" 2>/dev/null || true; wait "$spid" 2>/dev/null || true; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A known-timing OpenAI-compatible streaming server (stdlib only: asyncio, no dependencies).
 
-Used by scripts/side-by-side.sh as the reference that chatgate, guidellm and aiperf are measured
+Used by scripts/experiments/side-by-side.sh as the reference that chatgate, guidellm and aiperf are measured
 against. Every request is held TTFT_MS after its body is fully read, then one content chunk (one
 token) is written every ITL_MS, on an absolute schedule (chunk i is due at body_read + TTFT +
 i * ITL), so lateness never accumulates. What the server *actually* did is logged, one JSON line
@@ -22,7 +22,7 @@ max_tokens, else --default-tokens. stream_options.include_usage adds a usage chu
 Each content chunk is the text " the", one token in models/tiny-chat's byte-level BPE vocabulary
 (id of "Ġthe"), so a client that counts output tokens with that tokenizer sees N tokens.
 
-  python3 scripts/known_timing_server.py --port 8123 --ttft-ms 50 --itl-ms 10 --log /tmp/kts.jsonl
+  python3 scripts/experiments/known_timing_server.py --port 8123 --ttft-ms 50 --itl-ms 10 --log /tmp/kts.jsonl
 """
 
 import argparse

@@ -2,13 +2,13 @@
 # SFT scale benchmark (issue 13): `chatgate check` on N golden SFT rows vs the Python loop a user
 # writes with transformers 5 (apply_chat_template(tokenize=True) + comparison), same rows, same run.
 #
-#   scripts/sft-scale.sh                          # 100000 healthy rows: both must find 0 mismatches
-#   scripts/sft-scale.sh --corrupt-every 1000     # rows 1000, 2000, … corrupted: both must count 100
-#   scripts/sft-scale.sh --rows 20000 --no-mp --keep
+#   scripts/experiments/sft-scale.sh                          # 100000 healthy rows: both must find 0 mismatches
+#   scripts/experiments/sft-scale.sh --corrupt-every 1000     # rows 1000, 2000, … corrupted: both must count 100
+#   scripts/experiments/sft-scale.sh --rows 20000 --no-mp --keep
 #
 # Options:
 #   --rows N             rows to generate (default 100000)
-#   --corrupt-every K    corrupt every K-th row (scripts/gen_sft_rows.py --corrupt-every; default 0)
+#   --corrupt-every K    corrupt every K-th row (scripts/fixtures/gen_sft_rows.py --corrupt-every; default 0)
 #   --seed S             generator seed (default 13)
 #   --no-mp              skip the second Python row (multiprocessing, 2 workers)
 #   --timeout S          kill a tool that runs longer than S seconds (default 600)
@@ -17,7 +17,7 @@
 #   CHATGATE_BIN                  the binary (default target/release/chatgate)
 #   CHATGATE_TRANSFORMERS_PYTHON  python with transformers 5 (default
 #                                 ~/.cache/chatgate/venv-transformers-serve/bin/python,
-#                                 made by scripts/install-transformers-serve.sh)
+#                                 made by scripts/servers/install-transformers-serve.sh)
 #   TMPDIR                        where the temp dir goes (never inside the clone)
 #
 # Each tool runs under /usr/bin/time -f '%e %U %S %M' (wall s, user s, sys s, peak RSS KiB; for a
@@ -26,7 +26,7 @@
 # conversations" over its template.parity error findings; Python's is rows whose input_ids or
 # assistant_mask differ. Exit 0 when both tools agree with the expected count, 1 otherwise.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 repo=$(pwd)
 
 rows=100000 corrupt=0 seed=13 mp=1 limit=600 keep=0
@@ -47,7 +47,7 @@ bin=${CHATGATE_BIN:-$repo/target/release/chatgate}
 py=${CHATGATE_TRANSFORMERS_PYTHON:-$HOME/.cache/chatgate/venv-transformers-serve/bin/python}
 model=$repo/models/tiny-chat
 [ -x "$bin" ] || { echo "sft-scale.sh: no chatgate binary at $bin (cargo build --release, or set CHATGATE_BIN)" >&2; exit 2; }
-[ -x "$py" ] || { echo "sft-scale.sh: no python at $py (scripts/install-transformers-serve.sh, or set CHATGATE_TRANSFORMERS_PYTHON)" >&2; exit 2; }
+[ -x "$py" ] || { echo "sft-scale.sh: no python at $py (scripts/servers/install-transformers-serve.sh, or set CHATGATE_TRANSFORMERS_PYTHON)" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "sft-scale.sh: needs GNU time at /usr/bin/time (apt-get install time)" >&2; exit 2; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/chatgate-sft-scale.XXXXXX")
@@ -60,7 +60,7 @@ echo "chatgate: $bin ($("$bin" --version), git $(git rev-parse --short HEAD 2>/d
 echo "python: $("$py" -c 'import sys, transformers, tokenizers; print(sys.version.split()[0], "transformers", transformers.__version__, "tokenizers", tokenizers.__version__)')"
 
 echo "== generate $rows rows (seed $seed, corrupt every ${corrupt:-0})"
-"$py" scripts/gen_sft_rows.py "$work/sft.jsonl" --rows "$rows" --seed "$seed" --corrupt-every "$corrupt" --model "$model" 2>"$work/gen.log" \
+"$py" scripts/fixtures/gen_sft_rows.py "$work/sft.jsonl" --rows "$rows" --seed "$seed" --corrupt-every "$corrupt" --model "$model" 2>"$work/gen.log" \
   || { cat "$work/gen.log" >&2; exit 2; }
 expected=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["corrupted_rows"])' "$work/sft.jsonl.meta.json")
 echo "$(du -h "$work/sft.jsonl" | cut -f1) in $work/sft.jsonl; $(cat "$work/gen.log")"
@@ -102,10 +102,10 @@ run() {
 }
 
 run chatgate "$bin" check "$work/suite.toml" --format json
-run python "$py" scripts/sft_scale_transformers.py "$model" "$work/sft.jsonl"
+run python "$py" scripts/experiments/sft_scale_transformers.py "$model" "$work/sft.jsonl"
 tools="chatgate python"
 if [ "$mp" = 1 ]; then
-  run python-mp2 "$py" scripts/sft_scale_transformers.py "$model" "$work/sft.jsonl" --workers 2
+  run python-mp2 "$py" scripts/experiments/sft_scale_transformers.py "$model" "$work/sft.jsonl" --workers 2
   tools="$tools python-mp2"
 fi
 echo "== after: load average $(cut -d' ' -f1-3 /proc/loadavg)"

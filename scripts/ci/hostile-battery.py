@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The hostile-server battery (.ci/run): `chatgate gate` and `chatgate bench` against every mode of
-scripts/hostile-server.py, each asserting
+scripts/ci/hostile-server.py, each asserting
 
   - exit code 1 or 3 (never 0, 2, a panic's 101 or a signal),
   - wall time under the README's bound for the suite's timeouts,
@@ -8,7 +8,7 @@ scripts/hostile-server.py, each asserting
   - no file over the size bound and no `.chatgate-*.tmp` left in the suite's folder,
   - the canary API key in no output, report, snapshot or file.
 
-    python3 scripts/hostile-battery.py target/release/chatgate [MODE...]
+    python3 scripts/ci/hostile-battery.py target/release/chatgate [MODE...]
 
 The suite is a copy of suites/smoke.toml in a scratch folder, with short timeouts and the
 canary key, so nothing in the repository is touched.
@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODES = ["endless", "giant-line", "giant-json", "no-headers", "stall", "stall-all", "slow-loris",
          "429", "503", "bad-utf8", "reset", "echo-key"]
 CANARY = "sk-canary-7f3e9d2c41b8a6e5"
@@ -54,7 +54,7 @@ def scratch_suite(root):
 
 
 def start_server(mode):
-    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts/hostile-server.py"), "0", mode],
+    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts/ci/hostile-server.py"), "0", mode],
                          stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     port = int(line.rsplit(":", 1)[1])

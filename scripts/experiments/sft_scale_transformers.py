@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The Python competitor of the SFT scale benchmark (scripts/sft-scale.sh): what a user writes to
+"""The Python competitor of the SFT scale benchmark (scripts/experiments/sft-scale.sh): what a user writes to
 check golden SFT rows against the serving tokenizer + chat template with transformers 5.
 
     PY=~/.cache/chatgate/venv-transformers-serve/bin/python
-    $PY scripts/sft_scale_transformers.py MODEL_DIR ROWS.jsonl [--workers 1]
+    $PY scripts/experiments/sft_scale_transformers.py MODEL_DIR ROWS.jsonl [--workers 1]
 
 Streams the JSONL; for every row renders and tokenizes its messages with
     tok.apply_chat_template(messages, tokenize=True, return_dict=True,

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Run a suite's gate against a real llama-cpp-python server serving a GGUF on a free loopback
 # port; the server is started and stopped here, and its log is printed when the gate fails.
-#   scripts/llama-cpp-python.sh [SUITE.toml] [--model FILE.gguf] [-- extra server flags]
-# Needs llama-cpp-python[server]==0.3.36: scripts/install-llama-cpp-python.sh installs it (as
+#   scripts/servers/llama-cpp-python.sh [SUITE.toml] [--model FILE.gguf] [-- extra server flags]
+# Needs llama-cpp-python[server]==0.3.36: scripts/servers/install-llama-cpp-python.sh installs it (as
 # .ci/run does) into the venv this script uses by default; CHATGATE_LLAMA_PYTHON names another.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 suite=suites/llama-cpp-python.toml
 model=models/tiny-chat/model.gguf
 if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then suite=$1; shift; fi

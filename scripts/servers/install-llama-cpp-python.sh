@@ -2,9 +2,9 @@
 # Install llama-cpp-python[server]==0.3.36 (a real third-party OpenAI-compatible server the tests
 # run the gate against) into a venv outside the clone, and print that venv's python. A venv that
 # already imports it is reused, so only the first run on a machine pays the ~4-5 min build.
-#   scripts/install-llama-cpp-python.sh            # prints the python path
-#   export CHATGATE_LLAMA_PYTHON=$(scripts/install-llama-cpp-python.sh)
-# CHATGATE_LLAMA_VENV overrides the venv's folder. The tests, scripts/llama-cpp-python.sh and
+#   scripts/servers/install-llama-cpp-python.sh            # prints the python path
+#   export CHATGATE_LLAMA_PYTHON=$(scripts/servers/install-llama-cpp-python.sh)
+# CHATGATE_LLAMA_VENV overrides the venv's folder. The tests, scripts/servers/llama-cpp-python.sh and
 # .ci/run all default to the same folder.
 set -euo pipefail
 venv=${CHATGATE_LLAMA_VENV:-$HOME/.cache/chatgate/venv-llama-cpp-python-0.3.36}

@@ -4,8 +4,8 @@
 # reference OpenAI-compatible server of the HF stack; it runs on CPU here (--device cpu).
 # A venv that already imports the pinned versions is reused, so only the first run on a
 # machine pays the install (~2.5 min, ~2.8 GB download, 5.6 GB on disk).
-#   scripts/install-transformers-serve.sh            # prints the python path
-#   export CHATGATE_TRANSFORMERS_PYTHON=$(scripts/install-transformers-serve.sh)
+#   scripts/servers/install-transformers-serve.sh            # prints the python path
+#   export CHATGATE_TRANSFORMERS_PYTHON=$(scripts/servers/install-transformers-serve.sh)
 #   "$(dirname "$CHATGATE_TRANSFORMERS_PYTHON")/transformers" serve DIR --device cpu ...
 # CHATGATE_TRANSFORMERS_VENV overrides the venv's folder.
 # PyPI has no CPU-only torch for Linux x86-64: its torch is the CUDA build, and the CUDA

@@ -7,7 +7,7 @@
 #      50 req/s (Poisson, seeded) against `chatgate serve`.
 # Needs target/release/chatgate and llama-cpp-python (CHATGATE_LLAMA_PYTHON, with httpx).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export CANDLE_NUM_THREADS=1 RAYON_NUM_THREADS=1
 bin=target/release/chatgate
 py=${CHATGATE_LLAMA_PYTHON:-.venv-llama/bin/python}
@@ -32,7 +32,7 @@ echo "2. TTFT against llama-cpp-python on 127.0.0.1:$port (p50 ms over the 11 gr
 for round in 1 2 3; do
   cg=$("$bin" bench suites/llama-cpp-python.toml --target "http://127.0.0.1:$port" --format json \
     | "$py" -c 'import json,sys; d=json.load(sys.stdin); print([r for r in d["latency"] if r["metric"]=="ttft"][0]["p50"])')
-  pc=$("$py" scripts/ttft_python_client.py "http://127.0.0.1:$port" tiny-chat suites/smoke.prompts.jsonl 3 \
+  pc=$("$py" scripts/experiments/ttft_python_client.py "http://127.0.0.1:$port" tiny-chat suites/smoke.prompts.jsonl 3 \
     '{"repeat_penalty": 1.0}' | "$py" -c 'import json,sys; print(json.load(sys.stdin)["p50"])')
   echo "   round $round: chatgate $cg ms, python httpx $pc ms"
 done

@@ -4,7 +4,7 @@ Streams each prompt of a chatgate prompt JSONL to an OpenAI-compatible server wi
 records TTFT = first SSE event that carries content − just before the request is sent (the same
 definition as METRICS.md). Prints one JSON object: {"ttft_ms": [...], "p50": ..., "p90": ...}.
 
-    python scripts/ttft_python_client.py URL MODEL PROMPTS.jsonl REPEATS [EXTRA_JSON]
+    python scripts/experiments/ttft_python_client.py URL MODEL PROMPTS.jsonl REPEATS [EXTRA_JSON]
 """
 import json
 import sys
