@@ -21,6 +21,9 @@ pub struct Options {
     pub target: Option<String>,
     pub sft: Option<PathBuf>,
     pub stack: Option<Stack>,
+    /// The stack the `--target` server's routes reveal, and the evidence (when `stack` is not
+    /// given).
+    pub detected: Option<(Stack, String)>,
     /// The name the server serves the model under (`GET /v1/models`, asked by the CLI), when
     /// it lists exactly one.
     pub served_model: Option<String>,
@@ -120,10 +123,17 @@ pub fn init(o: &Options) -> Result<Written> {
     } else {
         Stack::LlamaCpp
     };
-    let pipeline = crate::chain::model_pipeline(&model, sft_stack)?.ok_or_else(|| {
+    let mut pipeline = crate::chain::model_pipeline(&model, sft_stack)?.ok_or_else(|| {
         Error::in_file(&o.model, "has no tokenizer and chat template to render a chat with")
             .hint("a chat model directory ships tokenizer.json and a chat template (chat_template.jinja or tokenizer_config.json)")
     })?;
+    // A template that prints the date renders today's: the rows are made at today, and the
+    // suite pins today so that they (and the snapshots) still hold tomorrow.
+    pipeline.now = Some(crate::clock::now().date().and_time(chrono::NaiveTime::MIN));
+    let dates = crate::chain::dates::TemplateDates::of(&pipeline);
+    let pin = dates
+        .prints_date()
+        .then(|| (pipeline.now, dates.describe()));
     let system = takes_system(&pipeline);
     let mut notes = Vec::new();
     if !system {
@@ -149,7 +159,8 @@ pub fn init(o: &Options) -> Result<Written> {
     crate::files::write_atomic(&prompts_path, jsonl(&prompts).as_bytes())?;
     crate::files::write_atomic(&sft_path, jsonl(&sft_rows).as_bytes())?;
     let model_rel = relative(&dir, &o.model);
-    let text = suite_text(&name, &model_rel, &model, o, &sft_origin);
+    let pin = pin.and_then(|(at, what)| Some((crate::clock::show_pin(&at?), what)));
+    let text = suite_text(&name, &model_rel, &model, o, &sft_origin, pin.as_ref());
     crate::files::write_atomic(suite, text.as_bytes())?;
 
     // The lock pins what the suite serves now.
@@ -308,6 +319,7 @@ fn suite_text(
     model: &ModelDir,
     o: &Options,
     sft_origin: &str,
+    pin: Option<&(String, String)>,
 ) -> String {
     let mut t = format!(
         "# chatgate suite for {model_rel}, written by `chatgate init`. Paths are relative to this file.\n\
@@ -321,11 +333,20 @@ fn suite_text(
          dir = {}\n\
          # Whether the server adds the tokenizer's special tokens to the rendered prompt (false for\n\
          # chat endpoints of vLLM, SGLang, TGI; llama.cpp stacks decide for themselves).\n\
-         add_special_tokens = false\n\n\
-         [sft]\n",
+         add_special_tokens = false\n",
         toml_str(name),
         toml_str(model_rel),
     );
+    if let Some((day, what)) = pin {
+        t.push_str(&format!(
+            "# The chat template prints the date ({what}): the golden rows and snapshots are made at\n\
+             # this day, offline checks render it, and servers that take chat_template_kwargs are sent it.\n\
+             # Change it only with the rows and snapshots (`chatgate gate {name}.toml --update`).\n\
+             template_date = {}\n",
+            toml_str(day)
+        ));
+    }
+    t.push_str("\n[sft]\n");
     if sft_origin == "captured" {
         t.push_str("# The ids your training pipeline produced (from --sft): the serving stack must feed the same.\n");
     } else {
@@ -364,20 +385,25 @@ fn suite_text(
         "# The `model` field of every request ({why}).\nmodel = {}\n",
         toml_str(&served)
     ));
-    match o.stack {
-        Some(s) => t.push_str(&format!(
+    let stack = o.stack.or(o.detected.as_ref().map(|(s, _)| *s));
+    match (o.stack, &o.detected) {
+        (Some(s), _) => t.push_str(&format!(
             "# The serving stack whose ids chatgate predicts.\nstack = {}\n",
             toml_str(&s.to_string())
         )),
-        None => t.push_str(
+        (None, Some((s, why))) => t.push_str(&format!(
+            "# The serving stack whose ids chatgate predicts: detected by `chatgate init` ({why}).\nstack = {}\n",
+            toml_str(&s.to_string())
+        )),
+        (None, None) => t.push_str(
             "# The serving stack (transformers, vllm, tokenizers, llama.cpp, llama-cpp-python): detected from the\n\
              # server's routes when unset.\n# stack = \"transformers\"\n",
         ),
     }
-    if o.stack == Some(Stack::LlamaCppPython) {
+    if stack == Some(Stack::LlamaCppPython) {
         t.push_str("# llama-cpp-python's default repeat_penalty is 1.1: temperature 0 is not argmax without this.\nextra_body = { repeat_penalty = 1.0 }\n");
     }
-    if o.stack == Some(Stack::LlamaCpp) {
+    if stack == Some(Stack::LlamaCpp) {
         t.push_str("# llama-server reuses the KV cache of the previous request's common prefix (cache_prompt, on by\n\
                     # default); its README warns the logits are then not bit-for-bit identical, so the same\n\
                     # greedy prompt can get another reply. Replay needs the same reply every time.\n\

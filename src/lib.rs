@@ -3,6 +3,7 @@
 pub mod artifacts;
 pub mod chain;
 pub mod cli;
+pub mod clock;
 pub mod error;
 pub mod files;
 pub mod gate;

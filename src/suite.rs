@@ -216,6 +216,10 @@ pub struct ModelSection {
     /// llama.cpp and for clients that send rendered text to a completions endpoint.
     #[serde(default)]
     pub add_special_tokens: bool,
+    /// The date (`YYYY-MM-DD`, or `YYYY-MM-DDTHH:MM[:SS]`) the chat template's clock reads
+    /// (`strftime_now`, the `date_string` it prints): what the golden rows and snapshots were
+    /// made with. `chatgate init` writes the day it ran; unset, templates read today.
+    pub template_date: Option<String>,
 }
 
 /// The format the model was fine-tuned on.
@@ -288,6 +292,8 @@ pub struct Suite {
     pub replay_prompts: Option<PathBuf>,
     pub reference_model: Option<PathBuf>,
     pub client_recording: Option<PathBuf>,
+    /// `[model] template_date`, parsed: the clock chat templates read offline.
+    pub template_now: Option<chrono::NaiveDateTime>,
 }
 
 impl Suite {
@@ -331,8 +337,16 @@ impl Suite {
                     .map_err(|e| Error::in_file(path, format!("[server] {key}: {e}")))?;
             }
         }
+        let template_now = match &file.model.template_date {
+            None => None,
+            Some(v) => Some(crate::clock::parse_pin(v).ok_or_else(|| {
+                Error::in_file(path, format!("[model] template_date {v:?} is not a date"))
+                    .hint("write it as \"YYYY-MM-DD\" (or \"YYYY-MM-DDTHH:MM:SS\", local time)")
+            })?),
+        };
         let sft = file.sft.as_ref();
         Ok(Suite {
+            template_now,
             path: path.to_path_buf(),
             name: file.name.clone().unwrap_or_else(|| stem.clone()),
             model_dir: resolve(&file.model.dir),

@@ -22,6 +22,7 @@ mod gguf;
 mod gguf_tokenizer;
 mod hashing;
 mod json;
+pub mod llama_cpp_pre;
 mod open;
 mod safetensors;
 mod templates;

@@ -266,6 +266,14 @@ fn terminator_in_stop_set(
             "no SFT format or template to find the turn terminator in",
         )]);
     };
+    // gpt-oss: the turn ends on <|return|> or <|call|>, never on <|end|> (a message end).
+    if let Some(h) = ctx
+        .serving
+        .as_ref()
+        .and_then(|p| super::harmony::Harmony::of(tok, p.template.source()))
+    {
+        return Ok(harmony_stop_set(ctx, tok, set, &h, &t));
+    }
     let mut out = Vec::new();
     if t.ids.is_empty() {
         out.push(
@@ -299,7 +307,7 @@ fn terminator_in_stop_set(
                 .with("turn terminator", show_set(tok, &only_tokenizer))
                 .with("generation_config eos", show_set(tok, set.generation_config.as_ref().unwrap_or(stops)))
                 .with("found in", &t.source)
-                .with("fix", "add the terminator's id to generation_config.json eos_token_id"),
+                .with("fix", stop_fix(ctx)),
         );
     } else if missing.is_empty() {
         out.push(
@@ -321,7 +329,7 @@ fn terminator_in_stop_set(
                 .with("stop set", show_set(tok, stops))
                 .with("stop set of", &set.source)
                 .with("found in", &t.source)
-                .with("fix", "add the terminator's id to generation_config.json eos_token_id"),
+                .with("fix", stop_fix(ctx)),
         );
     }
     if t.outside_mask {
@@ -331,6 +339,79 @@ fn terminator_in_stop_set(
         );
     }
     Ok(out)
+}
+
+/// Where the stack reads its stop tokens from, and so what to change: llama.cpp never reads
+/// generation_config.json.
+fn stop_fix(ctx: &Context) -> String {
+    if ctx.stack.reads_gguf() {
+        format!(
+            "{} stops on the GGUF's eos/eot/eom ids and the end-of-generation tokens it knows by name, not on generation_config.json: set the terminator as the GGUF's tokenizer.ggml.eot_token_id (llama-server --override-kv tokenizer.ggml.eot_token_id=int:ID, or convert again with it as eos)",
+            ctx.stack
+        )
+    } else {
+        "add the terminator's id to generation_config.json eos_token_id".into()
+    }
+}
+
+/// The stop set of a harmony model (gpt-oss): `<|return|>` must be in it (the final answer's
+/// end), `<|call|>` should be (a tool call's end), and `<|end|>` must not (it ends every
+/// message, the analysis channel mid-turn included). A template that closes the last
+/// assistant message with `<|end|>` (history form) does not make `<|end|>` a terminator.
+fn harmony_stop_set(
+    ctx: &Context,
+    tok: &Tokenizer,
+    set: &StopSet,
+    h: &super::harmony::Harmony,
+    t: &Terminators,
+) -> Vec<Finding> {
+    use super::harmony::{CALL, END, RETURN};
+    const ID: &str = "generation.stop-set";
+    let stops = &set.ids;
+    let fix = |name: &str, id: u32| {
+        stop_fix(ctx)
+            .replace("the terminator's id", &format!("{name}'s id ({id})"))
+            .replace("set the terminator as", &format!("set {name} ({id}) as"))
+    };
+    let found = if t.ids.contains(&h.end) {
+        format!(
+            "{} (it writes {END} after the assistant's last message: the history form of a final answer, a message end and not the turn's)",
+            t.source
+        )
+    } else {
+        t.source.clone()
+    };
+    if stops.contains(&h.end) {
+        return vec![Finding::new(Gen, ID, Severity::Error, format!("the stop set holds {END}, which ends every harmony message: replies stop after the analysis channel, before the final answer"))
+            .with("stop set", show_set(tok, stops))
+            .with("stop set of", &set.source)
+            .with("turn ends (harmony)", format!("{RETURN} (final answer), {CALL} (tool call)"))
+            .with("fix", format!("remove {END} from the stop set ({})", if ctx.stack.reads_gguf() { "the GGUF's eos/eot ids" } else { "generation_config.json eos_token_id" }))];
+    }
+    if !stops.contains(&h.ret) {
+        return vec![Finding::new(Gen, ID, Severity::Error, format!("the harmony final-answer end {RETURN} is not in the stop set: replies run on past the answer"))
+            .with("stop set", show_set(tok, stops))
+            .with("stop set of", &set.source)
+            .with("found in", found)
+            .with("fix", fix(RETURN, h.ret))];
+    }
+    if !stops.contains(&h.call) {
+        return vec![Finding::new(Gen, ID, Severity::Warning, format!("the harmony tool-call end {CALL} is not in the stop set: a tool call runs on instead of stopping for the tool (gpt-oss's first generation_config.json lacked 200012)"))
+            .with("stop set", show_set(tok, stops))
+            .with("stop set of", &set.source)
+            .with("fix", fix(CALL, h.call))
+            .with("unless", "the server stops on it on purpose to allow parallel tool calls")];
+    }
+    vec![Finding::pass(
+        Gen,
+        ID,
+        format!(
+            "the harmony turn ends {RETURN} and {CALL} are in the stop set {}, and {END} (a message end) is not",
+            show_set(tok, stops)
+        ),
+    )
+    .with("stop set of", &set.source)
+    .with("found in", found)]
 }
 
 /// No stop token may occur inside what the assistant is trained to say, or replies are cut

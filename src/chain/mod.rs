@@ -3,10 +3,12 @@
 pub mod checkpoint;
 pub mod checks;
 pub mod client;
+pub mod dates;
 pub mod diff;
 pub mod finding;
 pub mod generation;
 pub mod gguf;
+pub mod harmony;
 pub mod lock;
 pub mod online;
 pub mod probe;
@@ -48,20 +50,36 @@ pub struct Pipeline {
     /// tokenizer.json as is): the same with transformers' prefix rule
     /// ([`crate::stack::start_only_prefix`]).
     pub start_only_prefix: Option<Tokenizer>,
+    /// The clock the template reads (`[model] template_date`); None: now.
+    pub now: Option<chrono::NaiveDateTime>,
 }
 
 impl Pipeline {
+    /// Render at the pipeline's clock (the suite's pinned date, else now).
     pub fn render(
         &self,
         messages: &[Value],
         tools: Option<&[Value]>,
         add_generation_prompt: bool,
     ) -> Result<Rendered, TemplateError> {
+        self.render_at(messages, tools, add_generation_prompt, self.now)
+    }
+
+    /// Render with the template's clock at `now` (a row made on another day; the day a server
+    /// renders).
+    pub fn render_at(
+        &self,
+        messages: &[Value],
+        tools: Option<&[Value]>,
+        add_generation_prompt: bool,
+        now: Option<chrono::NaiveDateTime>,
+    ) -> Result<Rendered, TemplateError> {
         self.template.render(&RenderRequest {
             messages: messages.to_vec(),
             tools: tools.map(|t| Value::Array(t.to_vec())),
             add_generation_prompt,
             special_tokens: self.special.clone(),
+            now,
             ..Default::default()
         })
     }
@@ -162,6 +180,8 @@ pub struct Context {
     /// How many of `conversations` are golden rows.
     pub golden_sample: usize,
     pub lock: Option<lock::Lock>,
+    /// What the serving template does with dates (none without a serving pipeline).
+    pub dates: dates::TemplateDates,
 }
 
 impl Context {
@@ -194,7 +214,12 @@ impl Context {
         let sft = sft_side(&suite, &model, built)?;
         let (conversations, golden_sample) = conversations(&suite, &sft)?;
         let lock = lock::Lock::read(&suite.lock_path)?;
+        let dates = serving
+            .as_ref()
+            .map(dates::TemplateDates::of)
+            .unwrap_or_default();
         Ok(Context {
+            dates,
             suite,
             model,
             stack,
@@ -281,7 +306,9 @@ fn serving_pipeline(
     let Some(source) = source else {
         return Ok(None);
     };
-    pipeline(feed, source, model).map(Some)
+    let mut p = pipeline(feed, source, model)?;
+    p.now = suite.template_now;
+    Ok(Some(p))
 }
 
 /// What `stack` feeds `model` with the model's own template and no suite overrides (a GGUF
@@ -316,6 +343,7 @@ fn pipeline(
         strip_trailing: feed.strip_trailing,
         config_bos: config_bos(model),
         start_only_prefix: feed.start_only_prefix,
+        now: None,
     })
 }
 
@@ -383,6 +411,7 @@ fn sft_side(suite: &Suite, model: &ModelDir, transformers: Option<&Pipeline>) ->
         strip_trailing: None,
         config_bos: config_bos(model),
         start_only_prefix: None,
+        now: suite.template_now,
     })))
 }
 

@@ -2,6 +2,7 @@
 //! SFT format, for whole conversations and for the prompt the server builds before a reply?
 use std::collections::BTreeSet;
 
+use chrono::NaiveDateTime;
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
@@ -46,6 +47,7 @@ pub fn check(ctx: &Context, rows: &Tally) -> Result<Vec<Finding>> {
         return Ok(out);
     }
     out.push(bos_count(serving, t.first_compared.as_ref()));
+    out.extend(dates(ctx, t));
     out.push(parity(t, serving));
     out.push(match &t.prompt_failure {
         Some(f) => f.clone(),
@@ -53,6 +55,72 @@ pub fn check(ctx: &Context, rows: &Tally) -> Result<Vec<Finding>> {
     });
     out.extend(suffix_vs_sft(ctx, serving));
     Ok(out)
+}
+
+/// What the template prints as a date, the day the suite pins, and the golden rows made on
+/// another day (compared at their own day, so a day passing is never a regression).
+fn dates(ctx: &Context, t: &TemplateTally) -> Option<Finding> {
+    const ID: &str = "template.date";
+    let d = &ctx.dates;
+    if !d.prints_date() {
+        return None;
+    }
+    let pinned = ctx.serving.as_ref().and_then(|p| p.now);
+    let mut f = match (pinned, d.varies) {
+        (Some(at), _) => Finding::new(
+            Template,
+            ID,
+            Severity::Info,
+            format!(
+                "the template prints a date ({}): offline it is rendered at the suite's day, {}",
+                d.describe(),
+                crate::clock::show_pin(&at)
+            ),
+        ),
+        (None, true) => Finding::new(
+            Template,
+            ID,
+            Severity::Warning,
+            format!(
+                "the template prints today's date ({}) and the suite pins no day: what is accepted today differs tomorrow",
+                d.describe()
+            ),
+        )
+        .with(
+            "hint",
+            format!(
+                "add `template_date = \"{}\"` to [model] (the day the golden rows and snapshots were made; chatgate init writes it)",
+                crate::clock::now().format("%Y-%m-%d")
+            ),
+        ),
+        (None, false) => Finding::new(
+            Template,
+            ID,
+            Severity::Info,
+            format!(
+                "the template prints `date_string` when a server passes one (llama-server passes today's): {}",
+                d.date_string_value
+                    .as_deref()
+                    .map(|v| format!("without one it prints {v:?}"))
+                    .unwrap_or_else(|| "it prints no default".into())
+            ),
+        ),
+    };
+    if let Some((id, at)) = t.dated.first() {
+        f = f
+            .with(
+                "rows made on another day",
+                format!(
+                    "{} of {} golden rows, compared at their own day (the date span set aside)",
+                    t.dated.count, t.compared
+                ),
+            )
+            .with("first", format!("{id}: {}", super::dates::show_day(d, at)));
+    }
+    if let Some(v) = &d.date_string_value {
+        f = f.with("date_string sent to servers that take it", v);
+    }
+    Some(f)
 }
 
 /// The first conversation rendered on both sides: its id, messages, serving and SFT ids.
@@ -71,6 +139,9 @@ pub struct TemplateTally {
     pub classes: BTreeSet<&'static str>,
     /// Conversations that differ only by llama.cpp's space prefix after special tokens.
     pub prefix_only: Examples<(String, Divergence)>,
+    /// Golden rows rendered on another day than the suite's (a template that prints the
+    /// date), compared at their own day: (id, the day).
+    pub dated: Examples<(String, NaiveDateTime)>,
     /// Assistant turns whose serving prompt was compared with the training context, and the
     /// first that differed.
     pub prompt_checked: usize,
@@ -87,6 +158,7 @@ impl TemplateTally {
         self.diverged.merge(later.diverged);
         self.classes.extend(later.classes);
         self.prefix_only.merge(later.prefix_only);
+        self.dated.merge(later.dated);
         self.prompt_checked += later.prompt_checked;
         if self.prompt_failure.is_none() {
             self.prompt_failure = later.prompt_failure;
@@ -107,8 +179,8 @@ pub fn row(
     let (Some(serving), Some(served)) = (&ctx.serving, served) else {
         return Ok(t);
     };
-    let (s, text) = match served {
-        Ok(both) => both,
+    let (s, text, dated) = match served {
+        Ok(all) => all,
         Err(msg) => {
             t.render_failed.push((conv.id.clone(), msg.clone()));
             return Ok(t);
@@ -118,6 +190,9 @@ pub fn row(
         return Ok(t);
     };
     t.compared = 1;
+    if let Some(at) = dated {
+        t.dated.push((conv.id.clone(), *at));
+    }
     let sft_tok = match &ctx.sft {
         Sft::Template(p) => &p.tokenizer,
         _ => &serving.tokenizer,
@@ -143,7 +218,8 @@ pub fn row(
     };
     // A conversation whose render differs says nothing more about its prompts.
     if !diverged {
-        let (checked, failure) = generation_prompt(ctx, serving, conv, &sft_ids, suffix)?;
+        let now = dated.or(serving.now);
+        let (checked, failure) = generation_prompt(ctx, serving, conv, &sft_ids, suffix, now)?;
         t.prompt_checked = checked;
         t.prompt_failure = failure;
     }
@@ -203,10 +279,11 @@ fn suffix_vs_sft(ctx: &Context, serving: &Pipeline) -> Option<Finding> {
 
 type Ids = Vec<u32>;
 
-/// A conversation as the serving stack feeds it: its ids and rendered text, or what the
-/// template raised. None without a serving pipeline. Rendered once per row and shared by the
-/// template's checks and the tokenizer's re-encode.
-pub type Served = Option<std::result::Result<(Ids, String), String>>;
+/// A conversation as the serving stack feeds it: its ids and rendered text, and the day it was
+/// rendered at when that is not the suite's (a golden row made on another day by a template
+/// that prints the date), or what the template raised. None without a serving pipeline.
+/// Rendered once per row and shared by the template's checks and the tokenizer's re-encode.
+pub type Served = Option<std::result::Result<(Ids, String, Option<NaiveDateTime>), String>>;
 
 /// Render and tokenize a whole conversation the serving way. The outer Result is bad input
 /// (a template that exhausts its limits); a template that raises on this conversation is a
@@ -215,17 +292,31 @@ pub fn serve(ctx: &Context, conv: &Conversation) -> Result<Served> {
     let Some(serving) = &ctx.serving else {
         return Ok(None);
     };
-    Ok(Some(
-        match serving.render(&conv.messages, conv.tools.as_deref(), false) {
-            Ok(r) => Ok((serving.ids(&r.text)?, r.text)),
-            Err(e) => {
-                if let Some(bad) = limit_is_bad_input(&serving.origin, &e) {
-                    return Err(bad);
-                }
-                Err(e.to_string())
+    let r = match serving.render(&conv.messages, conv.tools.as_deref(), false) {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(bad) = limit_is_bad_input(&serving.origin, &e) {
+                return Err(bad);
             }
-        },
-    ))
+            return Ok(Some(Err(e.to_string())));
+        }
+    };
+    let ids = serving.ids(&r.text)?;
+    // A golden row from another day carries that day's date: compare it at its own day.
+    if let Some((golden, _)) = &conv.golden {
+        let dated = super::dates::row_date(
+            serving,
+            &ctx.dates,
+            &conv.messages,
+            conv.tools.as_deref(),
+            golden,
+            &ids,
+        )?;
+        if let Some(d) = dated {
+            return Ok(Some(Ok((d.ids, d.text, Some(d.at)))));
+        }
+    }
+    Ok(Some(Ok((ids, r.text, None))))
 }
 
 /// The SFT ids of a conversation: its golden ids, else the SFT template's render.
@@ -416,6 +507,7 @@ fn generation_prompt(
     conv: &Conversation,
     sft_ids: &[u32],
     suffix: &Option<String>,
+    now: Option<NaiveDateTime>,
 ) -> Result<(usize, Option<Finding>)> {
     let mut checked = 0;
     let spans = conv
@@ -428,7 +520,8 @@ fn generation_prompt(
         if k == 0 {
             continue; // an opening assistant message has no prompt before it
         }
-        let prompt = match serving.render(&conv.messages[..k], conv.tools.as_deref(), true) {
+        let prompt = match serving.render_at(&conv.messages[..k], conv.tools.as_deref(), true, now)
+        {
             Ok(r) => {
                 let ids = serving.ids(&r.text)?;
                 // llama.cpp's space prefix alone is template.parity's warning, not a

@@ -352,7 +352,7 @@ pub fn reencode_row(
     let text = decode(tok, ids);
     let stripped = |p: &super::Pipeline| p.strip_leading.is_some() || p.strip_trailing.is_some();
     let again = match (&ctx.serving, served) {
-        (Some(p), Some(Ok((served_ids, served_text))))
+        (Some(p), Some(Ok((served_ids, served_text, _))))
             if *served_text == text && (stripped(p) || !p.add_special_tokens) =>
         {
             served_ids.clone()

@@ -20,7 +20,7 @@ pub struct InitArgs {
     /// input_ids become the golden rows as they are; the first user turns become replay prompts.
     #[arg(long, value_name = "FILE.jsonl")]
     pub sft: Option<PathBuf>,
-    /// The serving stack (default: detected from the server's routes at gate time).
+    /// The serving stack (default: detected from --target's routes, else at gate time).
     #[arg(long, value_enum)]
     pub stack: Option<crate::stack::Stack>,
     #[arg(long, value_enum, default_value_t)]
@@ -28,9 +28,9 @@ pub struct InitArgs {
 }
 
 pub fn run(a: InitArgs) -> Result<i32> {
-    let served_model = match &a.target {
-        Some(url) => served_model(url)?,
-        None => None,
+    let (served_model, detected) = match &a.target {
+        Some(url) => ask_server(url)?,
+        None => (None, None),
     };
     let w = crate::init::init(&crate::init::Options {
         suite: a.suite,
@@ -38,6 +38,7 @@ pub fn run(a: InitArgs) -> Result<i32> {
         target: a.target,
         sft: a.sft,
         stack: a.stack,
+        detected,
         served_model,
     })?;
     match a.format {
@@ -70,9 +71,11 @@ apply_chat_template(messages, tokenize=True, return_dict=True) and rerun with --
     Ok(0)
 }
 
-/// The model id the server lists at `GET /v1/models`, when it lists exactly one. A server that
-/// does not answer is unreachable (exit 3): a suite written against it could not be checked.
-fn served_model(url: &str) -> Result<Option<String>> {
+/// The model id the server lists at `GET /v1/models` (when it lists exactly one), and the stack
+/// its routes reveal (the detection `gate` uses). A server that does not answer is unreachable
+/// (exit 3): a suite written against it could not be checked.
+#[allow(clippy::type_complexity)]
+fn ask_server(url: &str) -> Result<(Option<String>, Option<(crate::stack::Stack, String)>)> {
     use std::time::Duration;
     let target = crate::target::openai::HttpTarget::new(crate::target::openai::HttpOptions {
         base_url: url.to_string(),
@@ -81,16 +84,21 @@ fn served_model(url: &str) -> Result<Option<String>> {
         total_timeout: Duration::from_secs(15),
         ..Default::default()
     })?;
-    let reply = super::runtime()?.block_on(target.get("/v1/models"));
+    let rt = super::runtime()?;
+    let reply = rt.block_on(target.get("/v1/models"));
     let reply = match reply {
-        Ok(r) => r,
+        Ok(r) => Some(r),
         Err(e) if e.unreachable() => {
             return Err(crate::error::Error::unreachable(format!(
                 "{url}: the server does not answer ({e})"
             ))
             .hint("start the server first, or leave out --target and point the suite at it later"))
         }
-        Err(_) => return Ok(None),
+        Err(_) => None,
+    };
+    let detected = crate::stack::detect(&rt.block_on(target.introspect()));
+    let Some(reply) = reply else {
+        return Ok((None, detected));
     };
     let ids: Vec<String> = reply
         .json
@@ -100,8 +108,9 @@ fn served_model(url: &str) -> Result<Option<String>> {
         .flatten()
         .filter_map(|m| m["id"].as_str().map(str::to_string))
         .collect();
-    Ok(match ids.as_slice() {
+    let one = match ids.as_slice() {
         [one] => Some(one.clone()),
         _ => None,
-    })
+    };
+    Ok((one, detected))
 }

@@ -52,6 +52,8 @@ pub struct RenderOutput {
     pub notes: Vec<String>,
     pub stack: crate::stack::Stack,
     tokenizer: Option<tokenizers::Tokenizer>,
+    /// The model directory given, when it has no tokenizer (ids need one).
+    tokenizerless_model: Option<std::path::PathBuf>,
 }
 
 impl RenderOutput {
@@ -68,6 +70,13 @@ impl RenderOutput {
         }
         if !self.notes.is_empty() {
             out["notes"] = json!(self.notes);
+        }
+        if let Some(dir) = &self.tokenizerless_model {
+            out["ids"] = Value::Null;
+            out["no_ids"] = json!(format!(
+                "{} has no tokenizer: ids need tokenizer.json, or a GGUF with tokenizer metadata",
+                dir.display()
+            ));
         }
         out["assistant_spans"] = json!(self
             .assistant_spans
@@ -98,7 +107,13 @@ impl RenderOutput {
                 out.push_str(&view.join(" "));
                 out.push('\n');
             }
-            _ => out.push_str("── no tokenizer (pass --model DIR to see token ids)\n"),
+            _ => match &self.tokenizerless_model {
+                Some(dir) => out.push_str(&format!(
+                    "── no token ids: {} has no tokenizer (ids need tokenizer.json, or a GGUF with tokenizer metadata)\n",
+                    dir.display()
+                )),
+                None => out.push_str("── no tokenizer (pass --model DIR to see token ids)\n"),
+            },
         }
         for n in &self.notes {
             out.push_str(&format!("── note: {n}\n"));
@@ -147,7 +162,13 @@ pub fn render(a: &RenderArgs) -> Result<RenderOutput> {
     };
     let template =
         ChatTemplate::new(&source).map_err(|e| Error::in_file(&origin, e.to_string()))?;
-    let mut special = feed.as_ref().map(|f| f.special.clone()).unwrap_or_default();
+    // Without a tokenizer there are no ids, but the template still gets the special tokens
+    // tokenizer_config.json names (a string or an AddedToken dict), as transformers gives them.
+    let mut special = match (&feed, &model) {
+        (Some(f), _) => f.special.clone(),
+        (None, Some(m)) => m.special_tokens(),
+        (None, None) => Default::default(),
+    };
     if a.bos_token.is_some() {
         special.bos_token = a.bos_token.clone();
     }
@@ -177,6 +198,10 @@ pub fn render(a: &RenderArgs) -> Result<RenderOutput> {
         tokenizer_origin: feed.as_ref().map(|f| f.tokenizer_origin.clone()),
         notes: feed.as_ref().map(|f| f.notes.clone()).unwrap_or_default(),
         stack: a.stack,
+        tokenizerless_model: model
+            .as_ref()
+            .filter(|_| feed.is_none())
+            .map(|m| m.root.clone()),
         tokenizer: feed.map(|f| f.tokenizer),
     })
 }

@@ -4,6 +4,7 @@
 //! The order matters: the online checks classify each prompt's determinism before the replay
 //! gates on exact text, and every finding lands in one list so the first broken boundary (and
 //! the downstream symptoms it explains) can be named.
+pub mod dates;
 pub mod latency;
 pub mod progress;
 pub mod replay;
@@ -178,20 +179,29 @@ async fn run_with(opts: &GateOptions, pieces: &mut Pieces) -> Result<GateReport>
     let mut report = empty_report(&suite, &spec);
     let progress = progress::Progress::new(opts.progress);
     let mut findings = Findings::default();
+    // Every shard predicts what the server feeds the model (the stack, the template's date).
+    let ctx = load_context(&suite, &target).await?;
+    let mut dates = dates::plan(&ctx, &target);
     // The chains run once, in shard 1: they judge the whole chain, not a share of the work.
     let determinism = if opts.shard.is_none_or(|s| s.runs_chain()) {
         findings.extend(under_test);
+        // The reference renders the day the server does, so their replies compare.
+        if let (Some(r), Target::Http(_)) = (&reference, &target) {
+            r.set_template_now(dates.local_now());
+        }
         match chains(
-            &suite,
+            &ctx,
             &target,
             reference.as_ref(),
             prompts.as_ref(),
+            dates.local_now(),
             &progress,
         )
         .await
         {
-            Ok(Chains::Ran(f, d)) => {
+            Ok(Chains::Ran(f, d, seen)) => {
                 findings.extend(f);
+                dates.seen(seen);
                 d
             }
             Ok(Chains::Stopped(f)) => {
@@ -215,6 +225,7 @@ async fn run_with(opts: &GateOptions, pieces: &mut Pieces) -> Result<GateReport>
             &target,
             set,
             &determinism,
+            &dates,
             opts.update,
             opts.shard,
             &progress,
@@ -267,45 +278,53 @@ async fn run_with(opts: &GateOptions, pieces: &mut Pieces) -> Result<GateReport>
 }
 
 enum Chains {
-    /// The offline and online findings, and each probed prompt's determinism class.
-    Ran(Vec<Finding>, BTreeMap<String, chain::online::Determinism>),
+    /// The offline and online findings, each probed prompt's determinism class, and the day
+    /// the server was seen rendering (a template that prints the date).
+    Ran(
+        Vec<Finding>,
+        BTreeMap<String, chain::online::Determinism>,
+        Option<chrono::NaiveDate>,
+    ),
     /// The target stopped answering: these findings end the report (exit 3).
     Stopped(Vec<Finding>),
 }
 
-/// The offline chain, then the online chain against a server.
-async fn chains(
-    suite: &Suite,
-    target: &Target,
-    reference: Option<&CandleTarget>,
-    prompts: Option<&PromptSet>,
-    progress: &progress::Progress,
-) -> Result<Chains> {
-    // Predict what this server feeds the model: the suite's stack, else the one its routes
-    // reveal (llama.cpp, llama-cpp-python, TGI, vLLM/SGLang).
+/// What the chain predicts the server feeds the model: the suite's stack, else the one the
+/// server's routes reveal (llama.cpp, llama-cpp-python, TGI, vLLM/SGLang), else the model
+/// format's default.
+async fn load_context(suite: &Suite, target: &Target) -> Result<Context> {
     let detected = match (target, suite.file.target.as_ref().and_then(|t| t.stack)) {
         (Target::Http(h), None) => crate::stack::detect(&h.introspect().await),
         _ => None,
     };
-    let ctx = {
-        let suite = suite.clone();
-        tokio::task::spawn_blocking(move || {
-            let model = crate::artifacts::ModelDir::open(&suite.model_dir)?;
-            Context::load_with(suite, model, detected)
-        })
-        .await
-        .map_err(|e| Error::input(format!("loading the suite failed: {e}")))??
-    };
-    let mut findings = chain::run_offline(&ctx, progress.enabled())?.0;
+    let suite = suite.clone();
+    tokio::task::spawn_blocking(move || {
+        let model = crate::artifacts::ModelDir::open(&suite.model_dir)?;
+        Context::load_with(suite, model, detected)
+    })
+    .await
+    .map_err(|e| Error::input(format!("loading the suite failed: {e}")))?
+}
+
+/// The offline chain, then the online chain against a server.
+async fn chains(
+    ctx: &Context,
+    target: &Target,
+    reference: Option<&CandleTarget>,
+    prompts: Option<&PromptSet>,
+    local_now: Option<chrono::NaiveDateTime>,
+    progress: &progress::Progress,
+) -> Result<Chains> {
+    let mut findings = chain::run_offline(ctx, progress.enabled())?.0;
     let chosen = prompts.map(|p| p.chosen.as_slice());
-    match online(&ctx, target, reference, chosen, progress).await {
+    match online(ctx, target, reference, chosen, local_now, progress).await {
         Ok(r) => {
             findings.extend(r.findings);
             if let Some(f) = breaker_finding(target) {
                 findings.push(f);
                 return Ok(Chains::Stopped(findings));
             }
-            Ok(Chains::Ran(findings, r.determinism))
+            Ok(Chains::Ran(findings, r.determinism, r.server_day))
         }
         Err(e) if e.kind == ErrorKind::Unreachable => {
             findings.push(unreachable_finding(&e));
@@ -434,7 +453,8 @@ async fn open_targets(spec: &TargetSpec, suite: &Suite) -> Result<(Target, Optio
             (Some(r), Target::Candle(c)) if same_path(r, c.path()) => Some(c.clone()),
             (Some(r), _) => Some(
                 CandleTarget::load(r)
-                    .map_err(|e| e.hint("[reference] model is loaded locally with candle"))?,
+                    .map_err(|e| e.hint("[reference] model is loaded locally with candle"))?
+                    .with_template_now(suite.template_now),
             ),
         };
         Ok((target, reference))
@@ -456,6 +476,7 @@ async fn online(
     target: &Target,
     reference: Option<&CandleTarget>,
     prompts: Option<&[Prompt]>,
+    local_now: Option<chrono::NaiveDateTime>,
     progress: &progress::Progress,
 ) -> Result<chain::online::OnlineResult> {
     let Some(http) = target.http() else {
@@ -467,6 +488,7 @@ async fn online(
                 "the target runs in-process (candle): the server boundary is not exercised; point --target at a server to check it",
             )],
             determinism: Default::default(),
+            server_day: None,
         });
     };
     let server = &ctx.suite.file.server;
@@ -484,6 +506,7 @@ async fn online(
             seed: 1234,
             top_logprobs: 5,
         },
+        local_now,
     };
     online.run(&probes).await
 }

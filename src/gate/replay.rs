@@ -32,6 +32,7 @@ pub async fn run(
     target: &Target,
     set: &super::PromptSet,
     determinism: &BTreeMap<String, Determinism>,
+    dates: &super::dates::DatePlan,
     update: bool,
     shard: Option<Shard>,
     progress: &Progress,
@@ -76,20 +77,23 @@ pub async fn run(
                 continue;
             }
         };
+        let mut header = SnapshotHeader::for_prompt(
+            &source,
+            &suite.name,
+            prompt,
+            Some(&target_label),
+            Some(&identity),
+        );
+        header.info.template_date = dates.record();
         let file = SnapshotFile {
-            header: SnapshotHeader::for_prompt(
-                &source,
-                &suite.name,
-                prompt,
-                Some(&target_label),
-                Some(&identity),
-            ),
+            header,
             body: body_of(prompt, &rec),
         };
         out.prompts
-            .push(compare_one(&store, prompt, file, class, update)?);
+            .push(compare_one(&store, prompt, file, class, update, dates)?);
     }
     out.findings = snapshot_findings(&out.prompts, prompts.len());
+    out.findings.extend(dated_finding(&out.prompts, dates));
     // Orphans are a property of the whole folder: shard 1 reports them, once.
     if shard.is_none_or(|s| s.runs_chain()) {
         out.findings.extend(orphans(&store, all_ids)?);
@@ -114,6 +118,7 @@ fn compare_one(
     new: SnapshotFile,
     determinism: Option<String>,
     update: bool,
+    dates: &super::dates::DatePlan,
 ) -> Result<PromptResult> {
     let comparator = prompt.compare.describe();
     let result = |status, detail: String, diff| PromptResult {
@@ -153,6 +158,21 @@ fn compare_one(
     if cmp.pass && question == QuestionChange::Same {
         store.remove_stale_pending(&prompt.id)?;
         return Ok(result(PromptStatus::Pass, cmp.detail, None));
+    }
+    // The prompt carries another day than the snapshot's: a changed reply is not judged (a
+    // day passing is not a regression), and nothing waits for review.
+    if !update && question == QuestionChange::Same {
+        if let Some(why) = dates.aside(accepted.header.info.template_date.as_deref()) {
+            store.remove_stale_pending(&prompt.id)?;
+            return Ok(result(
+                PromptStatus::Pass,
+                format!(
+                    "{DATE_ASIDE}{why}; the reply differs and is not judged ({})",
+                    cmp.detail
+                ),
+                None,
+            ));
+        }
     }
     if cmp.pass && question == QuestionChange::NotRecorded {
         if update {
@@ -241,6 +261,35 @@ fn accept_now(store: &Store, id: &str, file: &SnapshotFile) -> Result<()> {
     store.write_pending(id, file)?;
     store.accept(id)?;
     Ok(())
+}
+
+/// How a prompt result says its comparison was set aside for the date.
+const DATE_ASIDE: &str = "date set aside: ";
+
+/// The prompts whose replies were not judged because the prompt's date differs from the
+/// snapshot's, named once (info: a day passing is not a regression, but nothing was checked).
+fn dated_finding(results: &[PromptResult], dates: &super::dates::DatePlan) -> Option<Finding> {
+    let aside: Vec<&PromptResult> = results
+        .iter()
+        .filter(|r| r.detail.starts_with(DATE_ASIDE))
+        .collect();
+    let first = aside.first()?;
+    let mut f = Finding::new(
+        Replay,
+        "replay.date",
+        Severity::Info,
+        format!(
+            "{} of {} replies differ from snapshots made on another day and were not judged: the template prints the date ({})",
+            aside.len(),
+            results.len(),
+            dates.what
+        ),
+    )
+    .with("first", format!("{}: {}", first.id, &first.detail[DATE_ASIDE.len()..]));
+    if let Some(h) = &dates.hint {
+        f = f.with("hint", h);
+    }
+    Some(f)
 }
 
 /// `chosen` is how many prompts the suite replays: fewer results mean the run stopped early.

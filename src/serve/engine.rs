@@ -39,6 +39,9 @@ pub enum Prompt {
         /// Tokenize the rendered text with the tokenizer's special tokens added (vLLM's
         /// `add_special_tokens`, default false for chats).
         add_special_tokens: bool,
+        /// `chat_template_kwargs`: more variables for the template (`date_string`,
+        /// `enable_thinking`, …), as vLLM passes them.
+        template_kwargs: serde_json::Map<String, Value>,
     },
     Text {
         text: String,
@@ -164,13 +167,16 @@ impl Engine {
                 tools,
                 add_generation_prompt,
                 add_special_tokens,
+                template_kwargs,
             } => {
                 let agp = *add_generation_prompt && !self.faults.has(Fault::NoGenerationPrompt);
                 let (text, ids) = match &self.wrong_template {
-                    Some(t) => self.render_with(t, messages, tools.as_ref(), agp)?,
+                    Some(t) => {
+                        self.render_with(t, messages, tools.as_ref(), agp, template_kwargs)?
+                    }
                     None => self
                         .model
-                        .render_chat(messages, tools.as_ref(), agp)
+                        .render_chat_with(messages, tools.as_ref(), agp, template_kwargs)
                         .map_err(|e| template_error(&e))?,
                 };
                 if *add_special_tokens {
@@ -217,6 +223,7 @@ impl Engine {
         messages: &[Value],
         tools: Option<&Value>,
         add_generation_prompt: bool,
+        template_kwargs: &serde_json::Map<String, Value>,
     ) -> Result<(String, Vec<u32>), ApiError> {
         // The llama-2 template concatenates bos_token; a model without one renders it as "".
         let mut special = self.special.clone();
@@ -228,6 +235,7 @@ impl Engine {
                 tools: tools.cloned(),
                 add_generation_prompt,
                 special_tokens: special,
+                extra: template.read_variables(template_kwargs),
                 ..RenderRequest::default()
             })
             .map_err(|e| ApiError::bad_request(e.to_string()).code("template_error"))?;

@@ -384,14 +384,11 @@ pub fn parse_messages(f: &Fields) -> Result<Prompt, ApiError> {
             "continue_final_message is not supported by chatgate serve",
         ));
     }
-    if let Some(kw) = f.object("chat_template_kwargs")? {
-        if !kw.0.is_empty() {
-            return Err(ApiError::unsupported(
-                "chat_template_kwargs",
-                "chat_template_kwargs are not supported by chatgate serve (the template gets the transformers defaults)",
-            ));
-        }
-    }
+    // vLLM's rule: the variables go to the template (those it does not read are dropped).
+    let template_kwargs = f
+        .object("chat_template_kwargs")?
+        .map(|kw| kw.0.clone())
+        .unwrap_or_default();
     if f.get("chat_template").is_some() {
         return Err(ApiError::unsupported(
             "chat_template",
@@ -403,6 +400,7 @@ pub fn parse_messages(f: &Fields) -> Result<Prompt, ApiError> {
         tools,
         add_generation_prompt,
         add_special_tokens,
+        template_kwargs,
     })
 }
 

@@ -377,6 +377,11 @@ pub struct SnapshotInfo {
     pub tools: Option<Vec<Value>>,
     pub settings: SnapshotSettings,
     pub comparator: Comparator,
+    /// The day the chat template printed in the prompt, for templates that print one: a
+    /// snapshot made on another day is compared with the date set aside (not part of the
+    /// question: a day passing does not change what was asked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template_date: Option<String>,
 }
 
 impl SnapshotInfo {
@@ -432,6 +437,7 @@ impl SnapshotHeader {
                 tools: prompt.tools.clone(),
                 settings: SnapshotSettings::from(&prompt.settings),
                 comparator: prompt.compare.clone(),
+                template_date: None,
             },
         }
     }
@@ -603,6 +609,7 @@ mod tests {
                         stop: vec!["\n\n".into()],
                     },
                     comparator: Comparator::Similarity(0.9),
+                    template_date: None,
                 },
             },
             body: SnapshotBody::from_record(&record(text), 2),

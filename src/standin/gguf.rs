@@ -7,7 +7,6 @@ use std::path::Path;
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::Tensor;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::weights::Shape;
 
@@ -26,59 +25,6 @@ const CONTROL: i32 = 3;
 const USER_DEFINED: i32 = 4;
 const UNUSED: i32 = 5;
 const BYTE: i32 = 6;
-
-/// The converter's `chktxt` (`convert_hf_to_gguf_update.py`): its token ids, hashed, name the
-/// pre-tokenizer.
-const CHKTXT: &str = "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n\u{1f680} (normal) \u{1f636}\u{200d}\u{1f32b}\u{fe0f} (multiple emojis concatenated) \u{2705} \u{1f999}\u{1f999} 3 33 333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 \u{1780}\u{17b6}\u{1793}\u{17cb}\u{178f}\u{17c2}\u{1796}\u{17b7}\u{179f}\u{17c1}\u{179f}\u{17a2}\u{17b6}\u{1785}\u{1f601} ?\u{6211}\u{60f3}\u{5728}apple\u{5de5}\u{4f5c}1314151\u{5929}\u{ff5e} ------======= \u{43d}\u{435}\u{449}\u{43e} \u{43d}\u{430} \u{411}\u{44a}\u{43b}\u{433}\u{430}\u{440}\u{441}\u{43a}\u{438} ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL";
-
-/// `get_vocab_base_pre`'s hashes for the families chatgate models (the converter knows ~100;
-/// a tokenizer not here gets no GGUF, as the converter would refuse it).
-const PRE: &[(&str, &str)] = &[
-    (
-        "0ef9807a4087ebef797fc749390439009c3b9eda9ad1a097abbe738f486c01e5",
-        "llama-bpe",
-    ),
-    (
-        "e636dc30a262dcc0d8c323492e32ae2b70728f4df7dfe9737d9f920a282b8aea",
-        "qwen2",
-    ),
-    (
-        "d4540891389ea895b53b399da6ac824becc30f2fba0e9ddbb98f92e55ca0e97c",
-        "qwen2",
-    ),
-    (
-        "855059429035d75a914d1eda9f10a876752e281a054a7a3d421ef0533e5b6249",
-        "smollm",
-    ),
-    (
-        "3ce83efda5659b07b1ad37ca97ca5797ea4285d9b9ab0dc679e4a720c9da7454",
-        "gpt-2",
-    ),
-    (
-        "0fe1cf6eda062318a1af7270f3331a85c539a01778ff948e24388e949c5282f4",
-        "gpt-2",
-    ),
-    (
-        "b3f499bb4255f8ca19fccd664443283318f2fd2414d5e0b040fbdd0cc195d6c5",
-        "deepseek-r1-qwen",
-    ),
-    (
-        "63b97e4253352e6f357cc59ea5b583e3a680eaeaf2632188c2b952de2588485e",
-        "tekken",
-    ),
-    (
-        "fcace8b9cac38ce847670c970cd5892031a753a1ef381abd1d9af00f713da085",
-        "phi-2",
-    ),
-    (
-        "ccc2ef013c104be7bae2965776d611e1d7a8a2a9c547dd93a682c9a9fc80352e",
-        "gpt-4o",
-    ),
-    (
-        "d353350c764d8c3b39c763113960e4fb4919bea5fbf208a0e3b22e8469dc7406",
-        "llama4",
-    ),
-];
 
 /// `name` is `general.name`: the source folder's name, as the converter writes when nothing
 /// else names the model (llama.cpp keys Phi-3's whitespace rule on it).
@@ -124,7 +70,7 @@ pub fn write(
         meta.extend(spm_vocab(&tj, tokenizer_config, shape.vocab, &mut notes)?);
         ("llama".to_string(), "default".to_string())
     } else {
-        let pre = pre_tokenizer(tokenizer_path)?;
+        let pre = pre_tokenizer(tokenizer_path, tokenizer_config)?;
         meta.extend(gpt2_vocab(&tj, tokenizer_config, shape.vocab, &pre)?);
         ("gpt2".to_string(), pre)
     };
@@ -219,29 +165,14 @@ fn is_sentencepiece_bpe(tj: &Value) -> bool {
         && tj["decoder"]["type"] == "Sequence"
 }
 
-/// `get_vocab_base_pre`: sha256 of `str(tokenizer.encode(chktxt))` (special tokens added).
-fn pre_tokenizer(tokenizer_path: &Path) -> Result<String, String> {
+/// `get_vocab_base_pre`: the converter's name for the tokenizer's pre-tokenizer (the ids of its
+/// check text, hashed, looked up in its whole table: [`crate::artifacts::llama_cpp_pre`]).
+fn pre_tokenizer(
+    tokenizer_path: &Path,
+    tokenizer_config: Option<&Value>,
+) -> Result<String, String> {
     let tok = tokenizers::Tokenizer::from_file(tokenizer_path).map_err(|e| e.to_string())?;
-    let enc = tok.encode(CHKTXT, true).map_err(|e| e.to_string())?;
-    let listed = format!(
-        "[{}]",
-        enc.get_ids()
-            .iter()
-            .map(|i| i.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let hash = hex::encode(Sha256::digest(listed.as_bytes()));
-    PRE.iter()
-        .rev()
-        .find(|(h, _)| *h == hash)
-        .map(|(_, p)| p.to_string())
-        .ok_or_else(|| {
-            format!(
-                "llama.cpp's converter does not recognise this pre-tokenizer (chkhsh {hash}) and refuses to convert it; chatgate knows {} families",
-                PRE.len()
-            )
-        })
+    crate::artifacts::llama_cpp_pre::identify(&tok, tokenizer_config)
 }
 
 /// `does_token_look_special`.

@@ -69,6 +69,8 @@ pub struct CandleModel {
     templates: [OnceLock<std::result::Result<ChatTemplate, TemplateError>>; 2],
     /// Reused for top-logprob selection.
     scratch: Vec<u32>,
+    /// The clock the chat template reads (a suite's `[model] template_date`); None: now.
+    template_now: Option<chrono::NaiveDateTime>,
 }
 
 /// The network and its per-request state.
@@ -293,6 +295,11 @@ impl CandleModel {
         self.context_length
     }
 
+    /// Pin the clock the chat template reads (templates that print the date).
+    pub fn set_template_now(&mut self, now: Option<chrono::NaiveDateTime>) {
+        self.template_now = now;
+    }
+
     /// Render a chat with the model's template (transformers semantics) and tokenize it with
     /// add_special_tokens=false: (text, ids).
     pub fn render_chat(
@@ -300,6 +307,23 @@ impl CandleModel {
         messages: &[serde_json::Value],
         tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
+    ) -> Result<(String, Vec<u32>)> {
+        self.render_chat_with(
+            messages,
+            tools,
+            add_generation_prompt,
+            &serde_json::Map::new(),
+        )
+    }
+
+    /// As [`CandleModel::render_chat`], with `chat_template_kwargs` (only the variables the
+    /// template reads are passed, as vLLM does).
+    pub fn render_chat_with(
+        &self,
+        messages: &[serde_json::Value],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+        template_kwargs: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<(String, Vec<u32>)> {
         let with_tools = tools.is_some();
         let source = self.model.templates.select(with_tools).ok_or_else(|| {
@@ -318,6 +342,8 @@ impl CandleModel {
                 tools: tools.cloned(),
                 add_generation_prompt,
                 special_tokens: self.model.special_tokens(),
+                now: self.template_now,
+                extra: template.read_variables(template_kwargs),
                 ..Default::default()
             })
             .map_err(|e| Error::in_file(&self.model.root, format!("{}: {e}", source.origin)))?;
@@ -550,6 +576,7 @@ impl CandleModel {
             eos_ids,
             templates: [OnceLock::new(), OnceLock::new()],
             scratch: Vec::new(),
+            template_now: None,
         };
         // One token through the network now, so a malformed checkpoint fails at load.
         let logits = m.last_logits_uncached(&[0])?;

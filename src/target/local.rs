@@ -35,6 +35,20 @@ impl CandleTarget {
         &self.path
     }
 
+    /// Pin the clock the model's chat template reads (a suite's `[model] template_date`), so
+    /// in-process replies do not change with the day.
+    pub fn with_template_now(self, now: Option<chrono::NaiveDateTime>) -> CandleTarget {
+        self.set_template_now(now);
+        self
+    }
+
+    /// As [`CandleTarget::with_template_now`], on a shared target.
+    pub fn set_template_now(&self, now: Option<chrono::NaiveDateTime>) {
+        if let Ok(mut m) = self.model.lock() {
+            m.set_template_now(now);
+        }
+    }
+
     /// Run `f` with the model on a blocking thread.
     async fn with_model<T: Send + 'static>(
         &self,

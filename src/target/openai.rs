@@ -237,6 +237,9 @@ struct Inner {
     breaker: std::sync::OnceLock<String>,
     /// Reply bytes held by requests in flight (see `HttpOptions::max_in_flight_bytes`).
     held: AtomicUsize,
+    /// Template variables the gate sends with every chat (e.g. the pinned `date_string`),
+    /// set once the serving stack is known to take `chat_template_kwargs`.
+    template_kwargs: std::sync::OnceLock<Map<String, Value>>,
 }
 
 /// One request's share of `Inner::held`, given back when the read ends however it ends.
@@ -349,6 +352,7 @@ impl HttpTarget {
                 failures_in_a_row: AtomicUsize::new(0),
                 breaker: std::sync::OnceLock::new(),
                 held: AtomicUsize::new(0),
+                template_kwargs: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -448,6 +452,28 @@ impl HttpTarget {
         .await
     }
 
+    /// Send these template variables with every chat and chat-tokenize request, as
+    /// `chat_template_kwargs` (vLLM, SGLang, `transformers serve`, llama-server take them; the
+    /// suite's own `extra_body.chat_template_kwargs` win over them). Set once; later calls
+    /// are ignored.
+    pub fn set_template_kwargs(&self, kwargs: Map<String, Value>) {
+        let _ = self.inner.template_kwargs.set(kwargs);
+    }
+
+    /// The `chat_template_kwargs` requests carry: the gate's, then the suite's over them.
+    fn template_kwargs(&self) -> Option<Map<String, Value>> {
+        let mut out = self
+            .inner
+            .template_kwargs
+            .get()
+            .cloned()
+            .unwrap_or_default();
+        if let Some(Value::Object(user)) = self.inner.opts.extra_body.get("chat_template_kwargs") {
+            out.extend(user.clone());
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
     /// The request body of a chat call: fixed fields, then `extra_body`, then `req.extra`.
     pub fn chat_body(&self, req: &ChatRequest) -> Value {
         let mut b = Map::new();
@@ -481,6 +507,11 @@ impl HttpTarget {
         }
         for (k, v) in self.inner.opts.extra_body.iter().chain(req.extra.iter()) {
             b.insert(k.clone(), v.clone());
+        }
+        if let Some(kw) = self.template_kwargs() {
+            if !req.extra.contains_key("chat_template_kwargs") {
+                b.insert("chat_template_kwargs".into(), Value::Object(kw));
+            }
         }
         Value::Object(b)
     }
@@ -932,11 +963,16 @@ impl HttpTarget {
     ) -> Result<Option<Vec<u32>>, CallError> {
         let caps = self.introspect().await;
         let model = &self.inner.opts.model;
+        // The same template variables the chat requests carry, so the server renders the same.
+        let kwargs = self.template_kwargs();
         if caps.vllm_tokenize {
             let mut body = json!({"model": model, "messages": messages,
                 "add_generation_prompt": add_generation_prompt, "add_special_tokens": false});
             if let Some(t) = tools {
                 body["tools"] = json!(t);
+            }
+            if let Some(kw) = &kwargs {
+                body["chat_template_kwargs"] = json!(kw);
             }
             let v = self.post_ok("/tokenize", &body).await?;
             return self
@@ -961,6 +997,9 @@ impl HttpTarget {
                 json!({"messages": messages, "add_generation_prompt": add_generation_prompt});
             if let Some(t) = tools {
                 body["tools"] = json!(t);
+            }
+            if let Some(kw) = &kwargs {
+                body["chat_template_kwargs"] = json!(kw);
             }
             let v = self.post_ok("/apply-template", &body).await?;
             let Some(prompt) = v["prompt"].as_str() else {

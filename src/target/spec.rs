@@ -95,7 +95,9 @@ impl Target {
     /// Open the target a suite (or `--target`) names. Loading a candle model is blocking work.
     pub fn open(spec: &TargetSpec, suite: &Suite) -> Result<Target> {
         match spec {
-            TargetSpec::Candle(dir) => Ok(Target::Candle(CandleTarget::load(dir)?)),
+            TargetSpec::Candle(dir) => Ok(Target::Candle(
+                CandleTarget::load(dir)?.with_template_now(suite.template_now),
+            )),
             TargetSpec::Http(url) => {
                 let t = suite.file.target.as_ref();
                 let secs =

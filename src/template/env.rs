@@ -39,6 +39,10 @@ pub(crate) struct RenderState {
     pub raised: Option<String>,
     /// Set when a size limit stopped the render.
     pub limit: Option<String>,
+    /// The clock `strftime_now` reads in this render (None: [`crate::clock::now`]).
+    pub now: Option<chrono::NaiveDateTime>,
+    /// The formats `strftime_now` was called with, in call order, each once.
+    pub clock_formats: Vec<String>,
 }
 
 thread_local! {
@@ -51,10 +55,11 @@ pub(crate) struct RenderStateGuard {
 }
 
 impl RenderStateGuard {
-    pub fn install(limits: &RenderLimits) -> RenderStateGuard {
+    pub fn install(limits: &RenderLimits, now: Option<chrono::NaiveDateTime>) -> RenderStateGuard {
         let state = RenderState {
             max_output_bytes: limits.max_output_bytes,
             max_formatted_bytes: limits.max_output_bytes.saturating_mul(4),
+            now,
             ..RenderState::default()
         };
         let previous = RENDER_STATE.with(|s| s.borrow_mut().replace(state));
@@ -1016,7 +1021,16 @@ pub(crate) fn build(limits: &RenderLimits) -> Result<Environment<'static>, Error
     env.remove_global("debug");
     env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", |fmt: Value| {
-        Value::from(super::strftime::strftime_now(&py_str(&fmt)))
+        let fmt = py_str(&fmt);
+        let now = with_state(|st| {
+            if !st.clock_formats.contains(&fmt) {
+                st.clock_formats.push(fmt.clone());
+            }
+            st.now
+        })
+        .flatten()
+        .unwrap_or_else(crate::clock::now);
+        Value::from(super::strftime::strftime_now(&fmt, &now))
     });
     env.add_global("dict", Value::from_object(DictGlobal));
     env.add_function("namespace", namespace);

@@ -27,7 +27,7 @@ mod pyops;
 mod pyprintable;
 mod pyrepr;
 mod rewrite;
-mod strftime;
+pub mod strftime;
 mod tojson;
 mod values;
 
@@ -93,6 +93,9 @@ pub struct RenderRequest {
     pub special_tokens: SpecialTokens,
     /// Extra template kwargs (they override special tokens, as in transformers).
     pub extra: Map<String, Value>,
+    /// The clock `strftime_now` reads (local time, as every stack reads it); None: now
+    /// ([`crate::clock::now`]).
+    pub now: Option<chrono::NaiveDateTime>,
 }
 
 /// A rendered conversation.
@@ -101,6 +104,9 @@ pub struct Rendered {
     pub text: String,
     /// `{% generation %}` spans as (start, end) Python code-point offsets into `text`.
     pub assistant_spans: Vec<(usize, usize)>,
+    /// The formats the render called `strftime_now` with: the text depends on the clock.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clock_formats: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -320,13 +326,15 @@ impl ChatTemplate {
         );
         let ctx = minijinja::Value::from_object(values::PyDict(ctx));
 
-        let (text, spans) = self.render_value(ctx)?;
+        let rendered = self.render_value(ctx, req.now)?;
         match final_message {
-            None => Ok(Rendered {
-                text,
-                assistant_spans: spans,
-            }),
+            None => Ok(rendered),
             Some(final_message) => {
+                let Rendered {
+                    text,
+                    assistant_spans: spans,
+                    clock_formats,
+                } = rendered;
                 let text = inputs::cut_at_tag(&text, &final_message)?;
                 let len = text.chars().count();
                 let assistant_spans = spans
@@ -337,6 +345,7 @@ impl ChatTemplate {
                 Ok(Rendered {
                     text,
                     assistant_spans,
+                    clock_formats,
                 })
             }
         }
@@ -346,12 +355,13 @@ impl ChatTemplate {
     fn render_value(
         &self,
         ctx: minijinja::Value,
-    ) -> Result<(String, Vec<(usize, usize)>), TemplateError> {
+        now: Option<chrono::NaiveDateTime>,
+    ) -> Result<Rendered, TemplateError> {
         let tmpl = self
             .env
             .get_template(TEMPLATE_NAME)
             .map_err(|e| syntax_error(&e))?;
-        let guard = env::RenderStateGuard::install(&self.limits);
+        let guard = env::RenderStateGuard::install(&self.limits, now);
         let mut out = env::LimitedWriter { buf: Vec::new() };
         // A template from anywhere must not crash chatgate: minijinja panics on a few
         // constructs (`loop.cycle()` with no arguments, `divisibleby 0`); catch them.
@@ -364,7 +374,38 @@ impl ChatTemplate {
         }
         let text = String::from_utf8(out.buf)
             .map_err(|e| TemplateError::Render(format!("rendered output is not UTF-8: {e}")))?;
-        Ok((text, state.spans))
+        Ok(Rendered {
+            text,
+            assistant_spans: state.spans,
+            clock_formats: state.clock_formats,
+        })
+    }
+
+    /// The entries of `kwargs` the template reads (vLLM passes only those to
+    /// `apply_chat_template`, so a variable it does not know changes nothing).
+    pub fn read_variables(&self, kwargs: &Map<String, Value>) -> Map<String, Value> {
+        if kwargs.is_empty() {
+            return Map::new();
+        }
+        let Ok(t) = self.env.get_template(TEMPLATE_NAME) else {
+            return Map::new();
+        };
+        let read = t.undeclared_variables(false);
+        kwargs
+            .iter()
+            .filter(|(k, _)| read.contains(k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The template reads a `date_string` variable (Llama-3.x: the date its system header
+    /// prints, "26 Jul 2024" when none is given): a server that passes one — llama-server
+    /// always does, with today's date — renders another prompt than transformers' default.
+    pub fn reads_date_string(&self) -> bool {
+        self.env
+            .get_template(TEMPLATE_NAME)
+            .map(|t| t.undeclared_variables(false).contains("date_string"))
+            .unwrap_or(false)
     }
 
     pub fn capabilities(&self, special: &SpecialTokens) -> Capabilities {

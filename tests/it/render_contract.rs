@@ -250,7 +250,7 @@ fn json_output_shape_through_the_binary() {
     assert!(v.get("ids").is_none() && v.get("tokens").is_none(), "{v}");
 }
 
-/// Copy a corpus model and apply one variant's edits, as scripts/make_stack_goldens.py did.
+/// Copy a corpus model and apply one variant's edits, as scripts/fixtures/make_stack_goldens.py did.
 fn make_variant(root: &Path, v: &Value) -> PathBuf {
     let dir = root.join(v["name"].as_str().unwrap());
     fs::create_dir_all(&dir).unwrap();
@@ -348,4 +348,86 @@ fn the_transformers_stack_predicts_live_transformers_on_edited_model_directories
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+/// A model directory without tokenizer.json (tokenizer_config.json and the template only, as
+/// trimmed copies and many hub snapshots are): the text still equals transformers' render of
+/// the full model — the special tokens come from tokenizer_config.json, as strings (Llama-3.2's
+/// `<|begin_of_text|>`) or AddedToken dicts (DeepSeek-V3's `<｜begin▁of▁sentence｜>`) — and the
+/// output says that ids need a tokenizer (tests/corpus/goldens/tokenizerless.json, made by
+/// scripts/fixtures/make_tokenizerless_goldens.py with transformers 5.23).
+#[test]
+fn model_dirs_without_tokenizer_json_render_like_transformers() {
+    let goldens: Value = serde_json::from_str(
+        &fs::read_to_string(corpus().join("goldens/tokenizerless.json")).unwrap(),
+    )
+    .unwrap();
+    let day = goldens["source"]["day"].as_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for case in goldens["cases"].as_array().unwrap() {
+        let folder = case["model"].as_str().unwrap();
+        let dir = tmp.path().join(folder);
+        if !dir.exists() {
+            // Every file but the tokenizer itself.
+            fs::create_dir(&dir).unwrap();
+            for e in fs::read_dir(corpus().join("models").join(folder)).unwrap() {
+                let e = e.unwrap();
+                if e.file_name() != "tokenizer.json" {
+                    fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+                }
+            }
+            if let Some(t) = case["template"].as_str() {
+                fs::copy(
+                    corpus().join("templates").join(t),
+                    dir.join("chat_template.jinja"),
+                )
+                .unwrap();
+            }
+        }
+        let messages = tmp.path().join("messages.json");
+        fs::write(&messages, case["messages"].to_string()).unwrap();
+        let agp = case["add_generation_prompt"].as_bool().unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_chatgate"));
+        cmd.env("CHATGATE_NOW", day)
+            .args(["render", "--model"])
+            .arg(&dir);
+        cmd.arg("--messages")
+            .arg(&messages)
+            .args(["--format", "json"]);
+        if agp {
+            cmd.arg("--add-generation-prompt");
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{folder}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(got["text"], case["text"], "{folder} (agp {agp})");
+        assert_eq!(got["ids"], Value::Null, "{folder}");
+        assert!(
+            got["no_ids"].as_str().unwrap().contains("has no tokenizer"),
+            "{got}"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 12);
+    // The text form says why there are no ids, instead of asking for --model.
+    let dir = tmp.path().join("DeepSeek-V3");
+    let out = Command::new(env!("CARGO_BIN_EXE_chatgate"))
+        .args(["render", "--model"])
+        .arg(&dir)
+        .arg("--messages")
+        .arg(tmp.path().join("messages.json"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("<｜begin▁of▁sentence｜>"), "{text}");
+    assert!(
+        text.contains("has no tokenizer (ids need tokenizer.json"),
+        "{text}"
+    );
+    assert!(!text.contains("pass --model DIR"), "{text}");
 }

@@ -67,6 +67,7 @@ fn file_for(id: &str, body: SnapshotBody) -> SnapshotFile {
                     stop: vec!["\n\n".into()],
                 },
                 comparator: Comparator::Regex(r"^\d+\s$".into()),
+                template_date: None,
             },
         },
         body,

@@ -1,6 +1,6 @@
 //! Rendering parity with the committed transformers reference goldens (tests/reference/).
 //!
-//! The goldens were produced by transformers 5 itself (scripts/make_reference_goldens.py):
+//! The goldens were produced by transformers 5 itself (scripts/fixtures/make_reference_goldens.py):
 //! adversarial mini-templates, the corpus templates and the corpus model templates, over
 //! adversarial inputs, with add_generation_prompt on/off and continue_final_message.
 use std::collections::HashMap;
@@ -111,6 +111,7 @@ fn transformers_reference_goldens() {
                         .and_then(Value::as_object)
                         .cloned()
                         .unwrap_or_default(),
+                    now: None,
                 })
             });
             match (case.get("text").and_then(Value::as_str), result) {

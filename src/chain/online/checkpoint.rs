@@ -118,7 +118,11 @@ async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
             inconclusive.push(run.probe.id.clone());
             continue;
         };
-        let Some(ids) = first_reply_ids(main, online) else {
+        let ids = match first_reply_ids(main, online) {
+            Some(ids) => Some(ids),
+            None => ids_by_server_tokenizer(online, main).await,
+        };
+        let Some(ids) = ids else {
             // The server reported neither ids nor logprob tokens the vocabulary confirms.
             inconclusive.push(format!("{} (generated ids unconfirmed)", run.probe.id));
             continue;
@@ -173,6 +177,50 @@ async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
             .with("where", drift.join("; "));
     }
     f
+}
+
+/// The reply's ids from the server's own tokenizer, when its logprobs carry token texts only and
+/// the vocabulary cannot tell a SentencePiece word-start piece from its twin (`con`/`▁con`):
+/// the server tokenizes the reply's text (llama-cpp-python's `/extras/tokenize`, llama.cpp's
+/// and vLLM's `/tokenize`), and the ids count only when there is one per logprob entry and each
+/// is a spelling of its entry's text — so a re-tokenization that split the text otherwise than
+/// the model generated it is never taken for the model's tokens.
+async fn ids_by_server_tokenizer(online: &Online<'_>, rec: &Record) -> Option<Vec<u32>> {
+    let lps = rec.logprobs.as_ref()?;
+    if lps.is_empty() || lps.iter().any(|l| l.merged) {
+        return None;
+    }
+    let text: String = lps.iter().map(|l| l.token.as_str()).collect();
+    // llama-cpp-python adds the BOS whatever it is asked: ask for it, then drop it.
+    let mut ids = online.http.tokenize_text(&text, true).await.ok()??;
+    let serving = online.ctx.serving.as_ref()?;
+    if let Some(bos) = serving.bos_id() {
+        if ids.first() == Some(&bos)
+            && lps
+                .first()
+                .is_none_or(|l| super::vocab_id(&serving.tokenizer, &l.token) != Some(bos))
+        {
+            ids.remove(0);
+        }
+    }
+    if ids.len() != lps.len() {
+        return None;
+    }
+    let tok = &serving.tokenizer;
+    let spells = |id: u32, text: &str| -> bool {
+        let Some(piece) = tok.id_to_token(id) else {
+            return false;
+        };
+        let sp = text.replace(' ', "\u{2581}");
+        piece == text
+            || piece == sp
+            || piece.strip_prefix('\u{2581}') == Some(sp.as_str())
+            || super::vocab_id(tok, text) == Some(id)
+    };
+    ids.iter()
+        .zip(lps)
+        .all(|(&id, l)| spells(id, &l.token))
+        .then_some(ids)
 }
 
 enum Verdict {

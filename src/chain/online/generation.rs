@@ -7,7 +7,7 @@ use super::{Observed, Online};
 use crate::chain::{Boundary::GenerationConfig as Gen, Finding, Severity};
 
 pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
-    let mut out = vec![stops(online, obs), sampling(obs)];
+    let mut out = vec![stops(online, obs), sampling(online, obs)];
     out.extend(defaults(online, obs));
     out
 }
@@ -18,6 +18,11 @@ fn stops(online: &Online, obs: &Observed) -> Finding {
     let (mut referenced, mut compared) = (0, 0);
     for run in &obs.runs {
         let Some(main) = run.main() else { continue };
+        // Identical requests already got different replies: the reply is not the reference's
+        // to compare (server.determinism names it), whatever the stop set.
+        if run.determinism() == Some(super::Determinism::Sampled) {
+            continue;
+        }
         let Some(reference) = &run.reference else {
             // No reference: the tell-tale of a missing terminator is its text in the reply.
             if let Some(tok) = leaked_terminator(online, &main.text) {
@@ -47,24 +52,51 @@ fn stops(online: &Online, obs: &Observed) -> Finding {
                 && r.text.trim_start().starts_with(reference.text.trim());
             past.then_some((label, r))
         });
-        if let Some((label, reply)) = ran_on {
-            let terminator = reference
-                .token_ids
-                .as_ref()
-                .and_then(|ids| ids.last())
-                .map(|&id| {
-                    online
-                        .reference
-                        .map(|r| r.decode_token(id))
-                        .unwrap_or_default()
-                })
-                .unwrap_or_default();
-            return Finding::new(Gen, ID, Severity::Error, "the server runs past the end of the assistant turn: the turn terminator is not in its stop set")
-                .with("probe", &run.probe.id)
-                .with("reference stops on", format!("{terminator:?} after {}", super::show(&reference.text)))
-                .with(label, super::show(&reply.text))
-                .with("server finish_reason", "length");
+        let Some((label, reply)) = ran_on else {
+            continue;
+        };
+        let terminator_id = reference
+            .token_ids
+            .as_ref()
+            .and_then(|ids| ids.last())
+            .copied();
+        let at = reference
+            .token_ids
+            .as_ref()
+            .map(|ids| ids.len().saturating_sub(1));
+        // Where the server reports its own tokens, the one at the reference's stop position
+        // must be the terminator: the server generated it and went on. Another token there
+        // means the server's model left the reference's path (a checkpoint or numerics matter,
+        // judged elsewhere), not that its stop set lacks the terminator.
+        let server_token = match (super::first_reply_ids(reply, online), at) {
+            (Some(ids), Some(n)) => ids.get(n).copied(),
+            _ => None,
+        };
+        if let (Some(got), Some(want)) = (server_token, terminator_id) {
+            if got != want {
+                continue;
+            }
         }
+        let terminator = terminator_id
+            .map(|id| {
+                online
+                    .reference
+                    .map(|r| r.decode_token(id))
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        let mut f = Finding::new(Gen, ID, Severity::Error, "the server runs past the end of the assistant turn: the turn terminator is not in its stop set")
+            .with("probe", &run.probe.id)
+            .with("reference stops on", format!("{terminator:?} after {}", super::show(&reference.text)))
+            .with(label, super::show(&reply.text))
+            .with("server finish_reason", "length");
+        if let (Some(_), Some(n)) = (server_token, at) {
+            f = f.with(
+                "server's own token at that position",
+                format!("{terminator:?} (token {n}), and it went on"),
+            );
+        }
+        return f;
     }
     match (referenced, compared) {
         (0, _) => Finding::new(
@@ -105,7 +137,48 @@ fn leaked_terminator(online: &Online, text: &str) -> Option<String> {
 /// Temperature 0 must be greedy: the seed must not change the reply, and each chosen token
 /// must be the most likely one the server itself reports. A server that applies its own
 /// sampling defaults over the request (vllm#15241) fails here, seeded and therefore stable.
-fn sampling(obs: &Observed) -> Finding {
+fn sampling(online: &Online, obs: &Observed) -> Finding {
+    let f = sampling_verdict(obs);
+    if f.severity != Severity::Error {
+        return f;
+    }
+    let (cause, fix) = sampling_cause(online);
+    f.with("known cause on this stack", cause).with("fix", fix)
+}
+
+/// What makes a stack pick tokens other than its argmax at temperature 0, and the suite line
+/// that stops it.
+fn sampling_cause(online: &Online) -> (String, String) {
+    use crate::stack::Stack;
+    let extra = &online
+        .ctx
+        .suite
+        .file
+        .target
+        .as_ref()
+        .map(|t| t.extra_body.clone())
+        .unwrap_or_default();
+    match online.ctx.stack {
+        Stack::LlamaCppPython if !extra.contains_key("repeat_penalty") => (
+            "llama-cpp-python applies repeat_penalty = 1.1 to every request that does not set it, temperature 0 included: the penalised argmax is not the token its logprobs rank first".into(),
+            "add `extra_body = { repeat_penalty = 1.0 }` to [target] (chatgate init writes it when it detects llama-cpp-python)".into(),
+        ),
+        Stack::LlamaCpp | Stack::LlamaCppPython => (
+            "llama.cpp samplers that run at temperature 0 too: repeat/presence/frequency penalties and DRY (see the server's /props default_generation_settings)".into(),
+            "set them neutral in [target] extra_body, e.g. `{ repeat_penalty = 1.0, presence_penalty = 0.0, frequency_penalty = 0.0, dry_multiplier = 0.0 }`".into(),
+        ),
+        Stack::Vllm => (
+            "vLLM applies generation_config.json's sampling defaults (repetition_penalty, top_k, …) to requests that omit them (vllm#15241)".into(),
+            "start vLLM with --generation-config vllm, or send the fields in [target] extra_body (e.g. `{ repetition_penalty = 1.0 }`)".into(),
+        ),
+        Stack::Transformers | Stack::Tokenizers => (
+            "the server applies generation_config.json's defaults (repetition_penalty, top_k) over the request".into(),
+            "send the fields in [target] extra_body (e.g. `{ repetition_penalty = 1.0 }`) or remove them from generation_config.json".into(),
+        ),
+    }
+}
+
+fn sampling_verdict(obs: &Observed) -> Finding {
     const ID: &str = "generation.sampling-honoured";
     // Unstable same-seed replies are the server's nondeterminism, judged at the server boundary.
     let same_seed_unstable = obs

@@ -91,6 +91,9 @@ pub struct ProbeRun {
     pub concurrent: Vec<std::result::Result<Record, CallError>>,
     /// The reference checkpoint's greedy reply, run locally on the same chat.
     pub reference: Option<Record>,
+    /// The day the server printed in this prompt when it is not the suite's (a template that
+    /// prints the date): `local_ids` are then the render at that day.
+    pub server_day: Option<chrono::NaiveDateTime>,
 }
 
 impl ProbeRun {
@@ -154,6 +157,8 @@ pub struct Observed {
 pub struct OnlineResult {
     pub findings: Vec<Finding>,
     pub determinism: BTreeMap<String, Determinism>,
+    /// The day the server was seen printing in its prompts, when not the suite's.
+    pub server_day: Option<chrono::NaiveDate>,
 }
 
 /// Everything the online checks read.
@@ -163,6 +168,10 @@ pub struct Online<'a> {
     pub model: String,
     pub reference: Option<&'a CandleTarget>,
     pub settings: ProbeSettings,
+    /// The clock the local predictions of the server's prompts render at: the suite's day when
+    /// the server was sent it, today when the server prints its own date (a template that
+    /// prints the date); None: the pipeline's own.
+    pub local_now: Option<chrono::NaiveDateTime>,
 }
 
 impl Online<'_> {
@@ -197,9 +206,14 @@ impl Online<'_> {
             .iter()
             .filter_map(|r| r.determinism().map(|d| (r.probe.id.clone(), d)))
             .collect();
+        let server_day = observed
+            .runs
+            .iter()
+            .find_map(|r| r.server_day.map(|t| t.date()));
         Ok(OnlineResult {
             findings,
             determinism,
+            server_day,
         })
     }
 
@@ -267,9 +281,17 @@ impl Online<'_> {
             Some(r) => r.chat(&self.request(probe, seed, false)).await.ok(),
             None => None,
         };
+        let reported = plain
+            .first()
+            .and_then(|r| r.as_ref().ok())
+            .and_then(|r| r.usage?.prompt_tokens)
+            .map(|n| n as usize);
+        let (local_ids, server_day) =
+            self.at_server_day(probe, local_ids, server_ids.as_deref(), reported);
         ProbeRun {
             probe: probe.clone(),
             local_ids,
+            server_day,
             server_ids,
             server_ids_error,
             plain,
@@ -310,10 +332,52 @@ impl Online<'_> {
             .unwrap_or_else(|| SAMPLING_PROMPT.to_string())
     }
 
+    /// A template that prints the date, on a server that prints its own: when the server's ids
+    /// (or, without them, its prompt count) differ from the local render at the suite's day,
+    /// the render at the day the server is on (today by the local clock or UTC, or a day on
+    /// either side) that gives exactly them. The date span is then set aside, and the template
+    /// checks compare the rest.
+    fn at_server_day(
+        &self,
+        probe: &Probe,
+        local: Option<Vec<u32>>,
+        server_ids: Option<&[u32]>,
+        reported: Option<usize>,
+    ) -> (Option<Vec<u32>>, Option<chrono::NaiveDateTime>) {
+        let (Some(p), Some(ids)) = (self.ctx.serving.as_ref(), local.as_ref()) else {
+            return (local, None);
+        };
+        let differs = match (server_ids, reported) {
+            (Some(s), _) => s != ids.as_slice(),
+            (None, Some(n)) => n != ids.len(),
+            (None, None) => false,
+        };
+        if !differs {
+            return (local, None);
+        }
+        match super::dates::server_day(
+            p,
+            &self.ctx.dates,
+            &probe.messages,
+            probe.tools.as_deref(),
+            server_ids,
+            reported.filter(|_| server_ids.is_none()),
+            self.local_now,
+        ) {
+            Some(d) => (Some(d.ids), Some(d.at)),
+            None => (local, None),
+        }
+    }
+
     fn local_ids(&self, probe: &Probe) -> Option<Vec<u32>> {
         let p = self.ctx.serving.as_ref()?;
         let r = p
-            .render(&probe.messages, probe.tools.as_deref(), true)
+            .render_at(
+                &probe.messages,
+                probe.tools.as_deref(),
+                true,
+                self.local_now.or(p.now),
+            )
             .ok()?;
         p.ids(&r.text).ok()
     }

@@ -49,9 +49,45 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
     if compared == 0 {
         out.push(prompt_tokens(obs));
     }
+    out.extend(server_date(online, obs));
     out.extend(tokenize_failures(obs));
     out.extend(server_render_errors(obs, &online.model));
     out
+}
+
+/// A server that prints its own date in the prompt (the template reads the clock, and the
+/// request cannot pin it): the template checks compared its prompts at the day it printed,
+/// the date span set aside.
+fn server_date(online: &Online, obs: &Observed) -> Option<crate::chain::Finding> {
+    let dated: Vec<_> = obs
+        .runs
+        .iter()
+        .filter_map(|r| r.server_day.map(|d| (&r.probe.id, d)))
+        .collect();
+    let (id, at) = dated.first()?;
+    let dates = &online.ctx.dates;
+    let pinned = online
+        .ctx
+        .serving
+        .as_ref()
+        .and_then(|p| p.now)
+        .map(|t| crate::clock::show_pin(&t))
+        .unwrap_or_else(|| "today".into());
+    Some(
+        Finding::new(
+            Template,
+            "template.server-date",
+            Severity::Info,
+            format!(
+                "the server prints its own date in the prompt ({}): {} of {} probes were compared at the day it printed, {}, not the suite's ({pinned}); the date span is set aside",
+                dates.describe(),
+                dated.len(),
+                obs.runs.len(),
+                crate::chain::dates::show_day(dates, at)
+            ),
+        )
+        .with("first probe", id),
+    )
 }
 
 /// Shapes the token diff alone names, whatever the tokenizer calls its BOS: one extra leading

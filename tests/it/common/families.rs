@@ -30,6 +30,16 @@ pub const GEMMA2: Family = Family {
     template: Some("google-gemma-2-2b-it.jinja"),
 };
 
+/// Llama-3.2 3B Instruct: its real tokenizer files (tests/corpus/models/Llama-3.2-3B-Instruct),
+/// its real chat template (it prints today's date: `strftime_now("%d %b %Y")` unless a
+/// `date_string` is given) and its config's values (tests/corpus/configs/llama3.*).
+pub const LLAMA32: Family = Family {
+    name: "Llama-3.2 3B Instruct (byte-level BPE 128k, header format, prints today's date)",
+    model: "Llama-3.2-3B-Instruct",
+    arch: Some("llama3"),
+    template: None,
+};
+
 impl Family {
     pub const fn corpus(name: &'static str, model: &'static str) -> Family {
         Family {
@@ -83,6 +93,8 @@ const STANDIN_CODE: &[&str] = &[
     include_str!("../../../src/standin/mod.rs"),
     include_str!("../../../src/standin/weights.rs"),
     include_str!("../../../src/standin/gguf.rs"),
+    include_str!("../../../src/artifacts/llama_cpp_pre.rs"),
+    include_str!("../../../src/artifacts/llama_cpp_pre_hashes.tsv"),
 ];
 
 impl Family {

@@ -1,5 +1,6 @@
 //! Helpers the integration tests share.
 pub mod cli;
+pub mod clock;
 pub mod families;
 pub mod gate_workspace;
 pub mod gguf_writer;
