@@ -8,4 +8,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${CHATGATE_LLAMA_SERVER:-$(scripts/servers/llama-server.sh --build-only)}
-CHATGATE_LLAMA_SERVER=$bin cargo nextest run --release --features llama-server --no-capture -E 'test(family_on_llama_server)'
+CHATGATE_LLAMA_SERVER=$bin cargo nextest run --release --features llama-server --no-capture -E 'test(/^family_matrix::.*::llama_server$/)'

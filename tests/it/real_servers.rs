@@ -6,6 +6,8 @@ use crate::common::llama_server;
 
 use std::path::Path;
 
+use serde_json::Value;
+
 use chatgate::chain::Severity;
 use chatgate::gate::{self, GateOptions};
 use chatgate::report::{GateReport, PromptStatus};
@@ -170,4 +172,102 @@ async fn a_strict_suite_fails_on_a_quirk() {
         stack.contains("what llama-cpp-python feeds") && stack.contains("/extras/tokenize"),
         "{stack}"
     );
+}
+
+/// A swapped checkpoint on llama-cpp-python with a SentencePiece model (Phi-3): its logprobs
+/// carry token texts only, which the vocabulary cannot always map back (`con` and `▁con`), so
+/// the reply's ids come from the server's own tokenize route — and the gate names the
+/// checkpoint, not the replay drift it causes. The healthy server confirms the same way.
+#[test]
+fn a_swapped_sentencepiece_checkpoint_is_named_at_the_checkpoint() {
+    use crate::common::cli::chatgate_in;
+    use crate::common::families::Family;
+    let Some(python) = llama_server::python() else {
+        return;
+    };
+    let phi3 = Family {
+        name: "Phi-3 mini 4k, phi3 architecture",
+        model: "Phi-3-mini-4k-instruct",
+        arch: Some("phi3"),
+        template: None,
+    };
+    let (trained, _) = phi3.standin();
+    let tmp = tempfile::tempdir().unwrap();
+    // Another checkpoint of the same shape and files: the stand-in at another seed.
+    let source = phi3.source(tmp.path());
+    let other = tmp.path().join("other");
+    let (code, out, err) = chatgate_in(
+        &[
+            "standin",
+            "--from",
+            source.to_str().unwrap(),
+            "--out",
+            other.to_str().unwrap(),
+            "--seed",
+            "1",
+            "--layers",
+            "2",
+            "--hidden",
+            "64",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(code, 0, "standin: {out}{err}");
+    let fingerprint_of = |gguf: &Path, dir: &Path| -> (i32, Value) {
+        let server = LlamaServer::start(&python, gguf, "model", &[]);
+        let model = trained.to_str().unwrap();
+        let (code, out, err) = chatgate_in(
+            &[
+                "init",
+                "suite.toml",
+                "--model",
+                model,
+                "--target",
+                &server.url,
+            ],
+            dir,
+        );
+        assert_eq!(code, 0, "init: {out}{err}");
+        let (code, out, err) = chatgate_in(
+            &[
+                "gate",
+                "suite.toml",
+                "--update",
+                "--no-progress",
+                "--format",
+                "json",
+            ],
+            dir,
+        );
+        drop(server);
+        let report: Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+        (code, report)
+    };
+    let healthy_dir = tmp.path().join("healthy");
+    std::fs::create_dir(&healthy_dir).unwrap();
+    let (code, report) = fingerprint_of(&trained.join("model.gguf"), &healthy_dir);
+    let fp = finding(&report, "checkpoint.fingerprint");
+    assert_eq!(
+        (code, fp["severity"].as_str()),
+        (0, Some("pass")),
+        "{fp}\n{report}"
+    );
+    let swapped_dir = tmp.path().join("swapped");
+    std::fs::create_dir(&swapped_dir).unwrap();
+    let (code, report) = fingerprint_of(&other.join("model.gguf"), &swapped_dir);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(
+        report["first_broken"]["check"], "checkpoint.fingerprint",
+        "{report}"
+    );
+}
+
+fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == check)
+        .unwrap_or_else(|| panic!("no {check}: {report}"))
 }

@@ -180,42 +180,92 @@ async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
 }
 
 /// The reply's ids from the server's own tokenizer, when its logprobs carry token texts only and
-/// the vocabulary cannot tell a SentencePiece word-start piece from its twin (`con`/`▁con`):
-/// the server tokenizes the reply's text (llama-cpp-python's `/extras/tokenize`, llama.cpp's
-/// and vLLM's `/tokenize`), and the ids count only when there is one per logprob entry and each
-/// is a spelling of its entry's text — so a re-tokenization that split the text otherwise than
-/// the model generated it is never taken for the model's tokens.
+/// the vocabulary cannot tell a SentencePiece word-start piece from its twin (`con`/`▁con`, both
+/// "con" once a leading space is dropped). The reply's text keeps its spaces: the server
+/// tokenizes it (llama-cpp-python's `/extras/tokenize`,
+/// llama.cpp's and vLLM's `/tokenize`), and the ids count only when there is one per logprob
+/// entry and each spells its entry's text — so a text the server would split otherwise than the
+/// model generated it is never taken for the model's tokens.
 async fn ids_by_server_tokenizer(online: &Online<'_>, rec: &Record) -> Option<Vec<u32>> {
     let lps = rec.logprobs.as_ref()?;
-    if lps.is_empty() || lps.iter().any(|l| l.merged) {
+    if lps.is_empty() || lps.iter().any(|l| l.merged) || rec.text.is_empty() {
         return None;
     }
-    let text: String = lps.iter().map(|l| l.token.as_str()).collect();
-    // llama-cpp-python adds the BOS whatever it is asked: ask for it, then drop it.
-    let mut ids = online.http.tokenize_text(&text, true).await.ok()??;
     let serving = online.ctx.serving.as_ref()?;
+    let tok = &serving.tokenizer;
+    if let Some(ids) = spelled_exactly(tok, lps) {
+        return Some(ids);
+    }
+    // A SentencePiece vocabulary puts a `▁` before the text's first word itself: a reply that
+    // starts with a space is tokenized without it too, and the reading that spells every entry
+    // is kept.
+    let mut texts = vec![rec.text.as_str()];
+    if let Some(rest) = rec.text.strip_prefix(' ') {
+        texts.push(rest);
+    }
+    for text in texts {
+        let Some(ids) = online.http.tokenize_text(text, true).await.ok().flatten() else {
+            continue;
+        };
+        if let Some(found) = confirm(serving, tok, lps, text, ids) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// A server whose token texts keep a word-start space (some entry begins with one: llama.cpp's
+/// `token_to_piece` keeps it, where a decoder of one token alone drops it) spells every piece
+/// exactly: `▁con` is " con" and `con` is "con", so each entry names one piece.
+fn spelled_exactly(
+    tok: &tokenizers::Tokenizer,
+    lps: &[crate::replay::TokenLogprob],
+) -> Option<Vec<u32>> {
+    if !lps.iter().any(|l| l.token.starts_with(' ')) {
+        return None;
+    }
+    lps.iter()
+        .map(|l| {
+            tok.token_to_id(&l.token.replace(' ', "\u{2581}"))
+                .or_else(|| match l.token.as_bytes() {
+                    [b] => tok.token_to_id(&format!("<0x{b:02X}>")),
+                    _ => None,
+                })
+        })
+        .collect()
+}
+
+/// The server's ids for the reply's text, kept when they are one per logprob entry and each
+/// spells its entry.
+fn confirm(
+    serving: &crate::chain::Pipeline,
+    tok: &tokenizers::Tokenizer,
+    lps: &[crate::replay::TokenLogprob],
+    text: &str,
+    mut ids: Vec<u32>,
+) -> Option<Vec<u32>> {
+    // llama-cpp-python may add the BOS whatever it is asked: drop it.
     if let Some(bos) = serving.bos_id() {
-        if ids.first() == Some(&bos)
-            && lps
-                .first()
-                .is_none_or(|l| super::vocab_id(&serving.tokenizer, &l.token) != Some(bos))
-        {
+        if ids.first() == Some(&bos) && !text.starts_with(&tok.id_to_token(bos)?) {
             ids.remove(0);
         }
     }
     if ids.len() != lps.len() {
         return None;
     }
-    let tok = &serving.tokenizer;
+    // A token's text as a server reports it: the piece with `▁` as a space, a byte-fallback
+    // piece as its byte. Exactly: a server that drops a word-start space from its token texts
+    // leaves the twins (`con`/`▁con`) apart only by a guess, and then nothing is confirmed.
+    let spelled = |id: u32| -> Option<String> {
+        let piece = tok.id_to_token(id)?;
+        if let Some(hex) = piece.strip_prefix("<0x").and_then(|p| p.strip_suffix('>')) {
+            let b = u8::from_str_radix(hex, 16).ok()?;
+            return Some(char::from(b).to_string());
+        }
+        Some(piece.replace('\u{2581}', " "))
+    };
     let spells = |id: u32, text: &str| -> bool {
-        let Some(piece) = tok.id_to_token(id) else {
-            return false;
-        };
-        let sp = text.replace(' ', "\u{2581}");
-        piece == text
-            || piece == sp
-            || piece.strip_prefix('\u{2581}') == Some(sp.as_str())
-            || super::vocab_id(tok, text) == Some(id)
+        spelled(id).is_some_and(|s| s == text) || super::vocab_id(tok, text) == Some(id)
     };
     ids.iter()
         .zip(lps)
