@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use chatgate::endpoint::candle::CandleModel;
+use chatgate::endpoint::{GenerateRequest, SamplingParams};
 use chatgate::serve::{self, ServeOptions};
-use chatgate::target::candle::CandleModel;
-use chatgate::target::{GenerateRequest, SamplingParams};
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 

@@ -10,9 +10,9 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use chatgate::replay::record::ChatRequest;
-use chatgate::target::openai::{HttpOptions, HttpTarget};
-use chatgate::target::sse::SseParser;
+use chatgate::endpoint::openai::{HttpOptions, HttpTarget};
+use chatgate::endpoint::sse::SseParser;
+use chatgate::exchange::ChatRequest;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

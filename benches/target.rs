@@ -16,8 +16,8 @@ use candle_core::{DType, Device};
 use candle_nn::{VarBuilder, VarMap};
 use candle_transformers::models::llama;
 use chatgate::artifacts::ModelDir;
-use chatgate::target::candle::CandleModel;
-use chatgate::target::GenerateRequest;
+use chatgate::endpoint::candle::CandleModel;
+use chatgate::endpoint::GenerateRequest;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::json;
 

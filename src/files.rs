@@ -159,3 +159,13 @@ pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
     }
     Ok(bytes)
 }
+/// A name that becomes a file or folder name (prompt ids, suite and baseline names): portable,
+/// and never a path that leaves its folder.
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 100
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}

@@ -95,7 +95,7 @@ pub fn init(o: &Options) -> Result<Written> {
     let name = suite
         .file_stem()
         .and_then(|s| s.to_str())
-        .filter(|s| crate::replay::prompts::valid_id(s))
+        .filter(|s| crate::files::valid_id(s))
         .ok_or_else(|| {
             Error::in_file(suite, "the file name must be letters, digits, '-', '_' or '.' (it names the suite's folders)")
         })?

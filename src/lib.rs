@@ -1,22 +1,59 @@
 //! chatgate: tests the chat-serving chain one boundary at a time
 //! (checkpoint → tokenizer → chat template → generation config → server API → client).
-pub mod artifacts;
-pub mod chain;
-pub mod cli;
-pub mod clock;
+//!
+//! The modules, bottom up: each names only modules listed above it (docs/architecture.md;
+//! `tests/it/architecture.rs` keeps it so).
+
+// The ground.
+/// Errors with a file, a problem and a hint, and the exit codes they map to.
 pub mod error;
-pub mod files;
-pub mod gate;
-pub mod init;
-pub mod latency;
-pub mod proxy;
-pub mod replay;
-pub mod report;
+/// "Now" for chat templates that print the date; the day a suite pins.
+pub mod clock;
+/// API keys from the environment, and keeping them out of every output.
 pub mod secrets;
-pub mod serve;
-pub mod snapshot;
-pub mod stack;
-pub mod standin;
-pub mod suite;
-pub mod target;
+/// The contracts: findings, check ids, the gate's report.
+pub mod verdict;
+/// A chat request and the record of its reply (text, ids, logprobs, timing).
+pub mod exchange;
+/// Atomic writes, bounded reads, names that become file names.
+pub mod files;
+/// transformers-exact chat template rendering on minijinja.
 pub mod template;
+
+// The links at rest.
+/// What a checkpoint ships: config, weights, tokenizer files, templates, GGUF metadata.
+pub mod artifacts;
+/// What each serving stack feeds the model (tokenizer, template, special tokens, stop rules).
+pub mod stack;
+/// The suite manifest.
+pub mod suite;
+/// Replayed prompts.
+pub mod replay;
+
+// The model under test, and what stands in for it or beside it.
+/// The endpoints under test: the in-process candle model and an OpenAI-compatible server.
+pub mod endpoint;
+/// `chatgate serve`: an OpenAI-compatible server over a local checkpoint, with faults.
+pub mod serve;
+/// Tiny random-weight stand-ins of real models.
+pub mod standin;
+/// The client boundary: a recording, hostile-SSE proxy.
+pub mod proxy;
+
+// The judges.
+/// One module per boundary of the chain, offline and online.
+pub mod chain;
+/// Insta-format snapshots, their comparison and review.
+pub mod snapshot;
+/// Latency metrics, baselines and load generation.
+pub mod latency;
+
+// Renderers, drivers and the face.
+/// Terminal, JSON, JUnit, Markdown and HTML reports.
+pub mod report;
+/// `chatgate init`: a working suite for a model.
+pub mod init;
+/// `chatgate gate`: the stages, sharding and merge.
+pub mod gate;
+/// One file per subcommand.
+pub mod cli;

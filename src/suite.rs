@@ -123,7 +123,7 @@ pub struct ReplaySection {
     /// Where the reviewed snapshots live (default: `snapshots/<suite name>` beside the suite).
     pub snapshots: Option<PathBuf>,
     /// The comparator of prompts that name none (default "exact").
-    pub comparator: Option<crate::snapshot::Comparator>,
+    pub comparator: Option<Comparator>,
     /// Defaults for prompts that do not set their own.
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
@@ -144,7 +144,7 @@ pub struct ReplaySection {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LatencySection {
-    /// Measured repeats of every prompt (default 3; METRICS.md asks for at least 3).
+    /// Measured repeats of every prompt (default 3; docs/design/METRICS.md asks for at least 3).
     pub repeats: Option<usize>,
     /// Requests in flight (closed loop; default 1).
     pub concurrency: Option<usize>,
@@ -274,6 +274,33 @@ pub struct LockSection {
     pub path: Option<PathBuf>,
 }
 
+/// How a prompt's reply is compared with its accepted snapshot (the comparing itself is
+/// `snapshot::compare`).
+/// One comparator per prompt. In TOML/JSON: `"exact"`, `"exact-tokens"`,
+/// `"normalized-whitespace"`, `{ prefix-tokens = 8 }`, `{ similarity = 0.9 }`,
+/// `{ contains = "Paris" }`, `{ regex = "^\\d+$" }`, `{ json-schema = {...} }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Comparator {
+    /// Same text and finish reason (and the same token ids when both sides have them).
+    #[default]
+    Exact,
+    /// Same token ids (falls back to the text when a side has no ids).
+    ExactTokens,
+    /// The first N tokens agree.
+    PrefixTokens(usize),
+    /// Same text after collapsing whitespace runs and trimming.
+    NormalizedWhitespace,
+    /// Token edit ratio (1 − edit distance / longer length) at least this.
+    Similarity(f64),
+    /// The reply contains this string.
+    Contains(String),
+    /// The reply matches this regular expression.
+    Regex(String),
+    /// The reply parses as JSON and validates against this schema.
+    JsonSchema(Value),
+}
+
 /// A loaded suite with every path resolved against the suite file's folder.
 #[derive(Debug, Clone)]
 pub struct Suite {
@@ -333,7 +360,7 @@ impl Suite {
         })?;
         for (key, ids) in [("strict", &file.server.strict), ("skip", &file.server.skip)] {
             for id in ids {
-                crate::chain::checks::known(id)
+                crate::verdict::checks::known(id)
                     .map_err(|e| Error::in_file(path, format!("[server] {key}: {e}")))?;
             }
         }
@@ -388,7 +415,7 @@ impl Suite {
 /// absurd repeat count or timeout must be an error, not an allocation abort or a panic).
 fn validate(file: &SuiteFile) -> std::result::Result<(), String> {
     let name_ok = |key: &str, v: &str| {
-        if crate::replay::prompts::valid_id(v) {
+        if crate::files::valid_id(v) {
             Ok(())
         } else {
             Err(format!(

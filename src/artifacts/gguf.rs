@@ -559,9 +559,9 @@ impl GgufInfo {
 }
 
 impl GgufInfo {
-    /// Metadata keys llama.cpp needs to load this file that it lacks (see
-    /// research/servers.md): the architecture's hyper-parameters and the tokenizer. Only the
-    /// keys common to llama-style architectures are checked; an empty list is not a guarantee.
+    /// Metadata keys llama.cpp needs to load this file that it lacks (llama.cpp's `llama_model_loader`
+    /// reads them): the architecture's hyper-parameters and the tokenizer. Only the keys common to
+    /// llama-style architectures are checked; an empty list is not a guarantee.
     pub fn missing_llama_cpp_keys(&self) -> Vec<String> {
         let mut missing = Vec::new();
         let Some(arch) = self.architecture().map(str::to_string) else {

@@ -190,7 +190,7 @@ pub fn build(info: &GgufInfo) -> Result<GgufTokenizer, String> {
             None => vec![1; tokens.len()],
         };
     // llama.cpp makes the end-of-turn/generation and FIM tokens it knows by text control tokens.
-    let types = crate::stack::llama_cpp_vocab::effective_types(&tokens, &declared, &|k| {
+    let types = crate::artifacts::llama_cpp_vocab::effective_types(&tokens, &declared, &|k| {
         info.metadata.contains_key(k)
     });
     let mut notes = Vec::new();

@@ -1,7 +1,7 @@
 //! The checkpoint's files: what a Hugging Face model directory (or a GGUF file) ships.
 //! Reading never fails on a missing optional file; a malformed file is an error naming it.
 //!
-//! OWNER NOTE: public API below is fixed; internals live in sibling files:
+//! The faces of this module are below; internals live in sibling files:
 //! `open.rs` (directory walk, special-token resolution), `config.rs` (config.json,
 //! generation_config.json), `tokenizer_files.rs` (tokenizer.json, tokenizer_config.json,
 //! special_tokens_map.json), `templates.rs` (template sources and their precedence),
@@ -23,6 +23,7 @@ mod gguf_tokenizer;
 mod hashing;
 mod json;
 pub mod llama_cpp_pre;
+pub mod llama_cpp_vocab;
 mod open;
 mod safetensors;
 mod templates;

@@ -1,11 +1,11 @@
 //! Where two token sequences first differ, and what kind of difference it is. The class names
-//! the usual cause so a reader knows where to look (BUG-ZOO.md).
+//! the usual cause so a reader knows where to look (docs/design/BUG-ZOO.md).
 use serde::Serialize;
 use serde_json::Value;
 use tokenizers::Tokenizer;
 
-use super::finding::{Boundary, Finding, Severity};
 use super::tokens::{decode, leading_count, show_tokens};
+use crate::verdict::{Boundary, Finding, Severity};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use serde_json::{json, Value};
 use tokenizers::Tokenizer;
 
-use super::sft_stream::{Examples, Tally};
+use super::rows::Examples;
 use super::template::mask_spans;
 use super::tokens::{encode, show_tokens, single_id};
 use super::{
@@ -13,12 +13,11 @@ use super::{
 };
 use crate::error::Result;
 
-pub fn check(ctx: &Context, rows: &Tally) -> Result<Vec<Finding>> {
+pub fn check(ctx: &Context, g: &GenerationTally) -> Result<Vec<Finding>> {
     let Some(tok) = ctx.model.tokenizer.as_ref().map(|t| &t.tokenizer) else {
         return Ok(vec![]);
     };
     let stops = stop_set(ctx, tok);
-    let g = &rows.generation;
     let mut out = Vec::new();
     out.extend(terminator_in_stop_set(ctx, tok, &stops, g)?);
     out.extend(no_stop_inside_reply(tok, &stops.ids, g));
@@ -134,7 +133,7 @@ pub fn stop_set(ctx: &Context, tok: &Tokenizer) -> StopSet {
             let mut ids: BTreeSet<u32> = crate::stack::gguf_stop_ids(info).into_iter().collect();
             let has = |t: &str| tok.token_to_id(t).is_some();
             ids.extend(
-                crate::stack::llama_cpp_vocab::eog_texts(&has)
+                crate::artifacts::llama_cpp_vocab::eog_texts(&has)
                     .into_iter()
                     .filter_map(|t| tok.token_to_id(t)),
             );

@@ -172,6 +172,4 @@ pub fn diff(old: &Lock, new: &Lock) -> Vec<String> {
     out
 }
 
-pub fn short(hash: &str) -> &str {
-    &hash[..hash.len().min(12)]
-}
+pub use super::tokens::short;

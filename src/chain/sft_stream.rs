@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use serde_json::Value;
 
 use super::generation::{self, GenerationTally};
+use super::rows::Examples;
 use super::template::{self, TemplateTally};
 use super::tokenizer::{self, ReencodeTally};
 use super::{Context, Conversation};
@@ -24,48 +25,9 @@ use crate::suite::GoldenRow;
 const BATCH_ROWS: usize = 1024;
 /// A golden row longer than this is not an SFT row (a runaway file, a missing newline).
 const MAX_LINE_BYTES: u64 = 64 << 20;
-/// How many examples of each outcome the tally keeps.
-const KEEP: usize = 5;
 /// Golden rows kept in memory for the checks that need conversations rather than a tally
 /// (message shapes, the GGUF template diff, the online probes).
 pub const SAMPLE_ROWS: usize = 256;
-
-/// How many rows showed an outcome, and the first few of them in file order.
-#[derive(Debug)]
-pub struct Examples<T> {
-    pub count: usize,
-    pub kept: Vec<T>,
-}
-
-impl<T> Default for Examples<T> {
-    fn default() -> Self {
-        Examples {
-            count: 0,
-            kept: Vec::new(),
-        }
-    }
-}
-
-impl<T> Examples<T> {
-    pub fn push(&mut self, t: T) {
-        self.count += 1;
-        if self.kept.len() < KEEP {
-            self.kept.push(t);
-        }
-    }
-    pub fn first(&self) -> Option<&T> {
-        self.kept.first()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-    /// `later` holds rows after this one's: its examples go after.
-    pub fn merge(&mut self, later: Examples<T>) {
-        self.count += later.count;
-        let room = KEEP.saturating_sub(self.kept.len());
-        self.kept.extend(later.kept.into_iter().take(room));
-    }
-}
 
 /// What the per-row checks learned from all rows.
 #[derive(Default)]

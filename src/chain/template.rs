@@ -7,15 +7,20 @@ use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
 use super::diff::{diverge, first_difference, space_prefix_only, Divergence, DivergenceClass};
-use super::lock::short;
-use super::sft_stream::{Examples, Tally};
+use super::rows::Examples;
+use super::tokens::short;
 use super::tokens::{leading_count, show_tokens};
 use super::{
     limit_is_bad_input, Boundary::Template, Context, Conversation, Finding, Pipeline, Severity, Sft,
 };
 use crate::error::{Error, Result};
 
-pub fn check(ctx: &Context, rows: &Tally) -> Result<Vec<Finding>> {
+pub fn check(
+    ctx: &Context,
+    t: &TemplateTally,
+    degenerate: &Examples<String>,
+    shapes_used: &BTreeSet<&'static str>,
+) -> Result<Vec<Finding>> {
     let Some(serving) = &ctx.serving else {
         if ctx.model.tokenizer.is_none() {
             return Ok(vec![]); // already reported at the tokenizer boundary
@@ -23,10 +28,9 @@ pub fn check(ctx: &Context, rows: &Tally) -> Result<Vec<Finding>> {
         return Ok(vec![Finding::new(Template, "template.present", Severity::Error, "the model ships no chat template (chat_template.jinja, tokenizer_config.json, GGUF metadata): servers fall back to a built-in format")
             .with("dir", ctx.model.root.display())]);
     };
-    let t = &rows.template;
     let mut out = vec![vs_lock(ctx, serving)];
-    out.extend(degenerate_masks(&rows.degenerate_masks));
-    out.extend(super::shapes::check(ctx, serving, &rows.shapes_used)?);
+    out.extend(degenerate_masks(degenerate));
+    out.extend(super::shapes::check(ctx, serving, shapes_used)?);
     if !t.render_failed.is_empty() {
         let mut f = Finding::new(
             Template,

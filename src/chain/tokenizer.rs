@@ -5,16 +5,16 @@ use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
 use super::diff::space_prefix_only;
-use super::lock::short;
 use super::probe::{PROBE_CORPUS, PROBE_VERSION};
-use super::sft_stream::{Examples, Tally};
+use super::rows::Examples;
+use super::tokens::short;
 use super::tokens::{decode, encode, show_tokens, single_id};
 use super::{Boundary::Tokenizer as Tok, Context, Conversation, Finding, Severity};
 use crate::artifacts::ModelDir;
 use crate::error::Error;
 use crate::error::Result;
 
-pub fn check(ctx: &Context, rows: &Tally) -> Result<Vec<Finding>> {
+pub fn check(ctx: &Context, reencode: &ReencodeTally) -> Result<Vec<Finding>> {
     let Some(tok) = ctx.model.tokenizer.as_ref() else {
         return Ok(vec![Finding::new(
             Tok,
@@ -30,7 +30,7 @@ pub fn check(ctx: &Context, rows: &Tally) -> Result<Vec<Finding>> {
     out.extend(vocab_size(&ctx.model));
     out.extend(special_tokens(&ctx.model));
     out.push(stack(ctx));
-    out.extend(golden_reencode(ctx, &rows.reencode));
+    out.extend(golden_reencode(ctx, reencode));
     Ok(out)
 }
 

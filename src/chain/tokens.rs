@@ -12,6 +12,11 @@ pub fn encode(tok: &Tokenizer, text: &str, add_special_tokens: bool) -> Result<V
         .map_err(|e| Error::input(format!("the tokenizer failed to encode a string: {e}")))
 }
 
+/// A hash as reports show it: its first 12 hex digits.
+pub fn short(hash: &str) -> &str {
+    &hash[..hash.len().min(12)]
+}
+
 /// Decode keeping special tokens, as vLLM's /detokenize and a training-data dump show them.
 pub fn decode(tok: &Tokenizer, ids: &[u32]) -> String {
     tok.decode(ids, false)

@@ -7,15 +7,16 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::Format;
+use crate::endpoint::spec::{self, Target};
 use crate::error::{Error, Result};
-use crate::gate::shard::{self, BenchPart, Shard, BENCH_PART_FORMAT};
+use crate::gate::merge::{self, BenchPart, BENCH_PART_FORMAT};
+use crate::gate::shard::Shard;
 use crate::gate::{latency, progress::Progress};
 use crate::latency::client::ClientHealth;
 use crate::latency::{Arrival, RunSummary, Schedule, PERCENTILE_METHOD};
 use crate::replay::prompts;
 use crate::report::{self, LatencyRow};
 use crate::suite::Suite;
-use crate::target::spec::{self, Target};
 
 #[derive(Clone, Copy, Debug, Default, ValueEnum, PartialEq, Eq)]
 pub enum Mode {
@@ -234,7 +235,7 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                     shard: k,
                     suite: suite.name.clone(),
                     suite_file: suite.path.clone(),
-                    suite_sha256: shard::suite_sha256(&suite)?,
+                    suite_sha256: merge::suite_sha256(&suite)?,
                     target: spec.display(),
                     schedule: schedule.clone(),
                     warmup: a.warmup,
@@ -341,18 +342,19 @@ fn report_load(r: LoadReport, format: Format, save: Option<&Path>) -> Result<i32
 
 /// `chatgate merge` of the parts `bench --mode load --shard K/N --part FILE` wrote: the figures
 /// of the whole schedule, from every shard's raw samples.
-pub fn merge(a: &super::gate::MergeArgs) -> Result<i32> {
-    let r = &a.reports;
+pub fn merge(parts: &[PathBuf], suite: Option<&Path>, r: &super::gate::ReportArgs) -> Result<i32> {
     if r.junit.is_some() || r.markdown.is_some() || r.html.is_some() {
         return Err(Error::input(
             "--junit, --markdown and --html report a gate; bench parts merge into bench's own output",
         )
         .hint("merge bench parts with --format text or json"));
     }
-    let merged = shard::merge_bench(&a.parts)?;
-    let suite_path = a.suite.clone().unwrap_or_else(|| merged.suite_file.clone());
+    let merged = merge::merge_bench(parts)?;
+    let suite_path = suite
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| merged.suite_file.clone());
     let suite = Suite::load(&suite_path)?;
-    if shard::suite_sha256(&suite)? != merged.suite_sha256 {
+    if merge::suite_sha256(&suite)? != merged.suite_sha256 {
         return Err(Error::in_file(
             &suite_path,
             "is not the suite file the shards ran (its bytes changed since)",
@@ -397,7 +399,7 @@ fn emit(
 ) -> Result<()> {
     let text = serde_json::to_string_pretty(doc).unwrap_or_default();
     if let Some(p) = save {
-        super::gate::write(p, &text)?;
+        super::output::write(p, &text)?;
     }
     match format {
         Format::Json => println!("{}", crate::secrets::redact(&text)),

@@ -1,6 +1,6 @@
 //! `chatgate gate`: the pre-deploy gate — offline chain, online chain, replay, latency — and
 //! its reports for CI.
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 
@@ -40,18 +40,6 @@ pub struct GateArgs {
     pub part: Option<PathBuf>,
 }
 
-#[derive(Args)]
-pub struct MergeArgs {
-    /// The part files of shards 1..N of one run.
-    #[arg(required = true, value_name = "PART")]
-    pub parts: Vec<PathBuf>,
-    /// The suite file, when not at the path the parts name (the shards' working folder).
-    #[arg(long, value_name = "SUITE")]
-    pub suite: Option<PathBuf>,
-    #[command(flatten)]
-    pub reports: ReportArgs,
-}
-
 /// Where a gate's report goes (the gate's and the merge's).
 #[derive(Args)]
 pub struct ReportArgs {
@@ -83,19 +71,8 @@ pub fn run(a: GateArgs) -> Result<i32> {
     Ok(report.exit_code)
 }
 
-pub fn merge(a: MergeArgs) -> Result<i32> {
-    if let Some(first) = a.parts.first() {
-        if crate::gate::shard::part_format(first)? == crate::gate::shard::BENCH_PART_FORMAT {
-            return super::bench::merge(&a);
-        }
-    }
-    let report = crate::gate::shard::merge(&a.parts, a.suite.as_deref())?;
-    emit(&a.reports, &report)?;
-    Ok(report.exit_code)
-}
-
 /// The report on stdout in the chosen format, and the files asked for.
-fn emit(to: &ReportArgs, report: &GateReport) -> Result<()> {
+pub(super) fn emit(to: &ReportArgs, report: &GateReport) -> Result<()> {
     if let Some(p) = &to.junit {
         write(p, &report::junit::render(report)?)?;
     }
@@ -118,13 +95,4 @@ fn emit(to: &ReportArgs, report: &GateReport) -> Result<()> {
     Ok(())
 }
 
-/// Reports are outputs, not accepted state, but a half-written file still confuses CI: write
-/// through a temporary file beside the target. A server that echoed the API key gets it into
-/// findings: every report is redacted.
-pub(crate) fn write(path: &Path, text: &str) -> Result<()> {
-    crate::files::write_atomic(path, redact(text).as_bytes())
-}
-
-fn redact(text: &str) -> std::borrow::Cow<'_, str> {
-    crate::secrets::redact(text)
-}
+use super::output::{redact, write};

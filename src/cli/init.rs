@@ -77,7 +77,7 @@ apply_chat_template(messages, tokenize=True, return_dict=True) and rerun with --
 #[allow(clippy::type_complexity)]
 fn ask_server(url: &str) -> Result<(Option<String>, Option<(crate::stack::Stack, String)>)> {
     use std::time::Duration;
-    let target = crate::target::openai::HttpTarget::new(crate::target::openai::HttpOptions {
+    let target = crate::endpoint::openai::HttpTarget::new(crate::endpoint::openai::HttpOptions {
         base_url: url.to_string(),
         connect_timeout: Duration::from_secs(5),
         read_timeout: Duration::from_secs(10),
@@ -96,7 +96,7 @@ fn ask_server(url: &str) -> Result<(Option<String>, Option<(crate::stack::Stack,
         }
         Err(_) => None,
     };
-    let detected = crate::stack::detect(&rt.block_on(target.introspect()));
+    let detected = rt.block_on(target.introspect()).stack();
     let Some(reply) = reply else {
         return Ok((None, detected));
     };

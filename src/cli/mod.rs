@@ -5,6 +5,8 @@ mod check;
 pub mod gate;
 mod init;
 mod inspect;
+pub mod merge;
+mod output;
 pub mod proxy;
 pub mod render;
 mod serve;
@@ -88,7 +90,7 @@ each fault changes exactly what it says and nothing else.",
   1. the offline chain (checkpoint → tokenizer → template → generation config, as `chatgate check`);
   2. the online chain when the target is a server: what it says it serves and a behavioural fingerprint against the [reference] checkpoint, its own prompt ids vs the local render, stops and sampling as it applies them, and its API (schemas, SSE and [DONE], usage, stream parity, determinism alone and under load, max_tokens, stop, bad requests);
   3. the replay: [replay] prompts against the target, compared with the reviewed snapshots under snapshots/<suite>/ (a change is written as .snap.new beside the accepted file, never over it);
-  4. latency ([latency]): TTFT, TPOT, ITL, E2EL… as METRICS.md defines them, against the stored baseline, noise-aware.
+  4. latency ([latency]): TTFT, TPOT, ITL, E2EL… as docs/design/METRICS.md defines them, against the stored baseline, noise-aware.
 
 The report names the FIRST broken boundary and the downstream symptoms it may explain.
 Exit 0 pass, 1 regression, 2 bad input, 3 target unreachable or timed out.",
@@ -116,10 +118,10 @@ chatgate gate suites/smoke.toml --shard 1/3 --part part-1.json   # on runner 1 (
 chatgate merge part-*.json --junit gate.xml --markdown \"$GITHUB_STEP_SUMMARY\"\n\n\
 Workflows: examples/github-actions-sharded.yml, examples/k8s-indexed-job.yaml"
     )]
-    Merge(gate::MergeArgs),
+    Merge(merge::MergeArgs),
     /// Latency on its own: smoke (closed loop vs the baseline) or load (open loop, seeded arrivals).
     #[command(
-        long_about = "Measure latency as METRICS.md defines it (TTFT, TTFC, TPOT, ITL, ICL, E2EL, NTPOT, \
+        long_about = "Measure latency as docs/design/METRICS.md defines it (TTFT, TTFC, TPOT, ITL, ICL, E2EL, NTPOT, \
 throughput, goodput; numpy-linear percentiles), with the client's own overhead reported.\n\n\
 --mode smoke: the suite's [replay] prompts, streamed, in a closed loop at [latency] concurrency, R repeats \
 after a warm-up, compared noise-aware with the baseline in snapshots/<suite>/latency/<target kind>.json \
@@ -285,7 +287,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Lock(a) => check::run_lock(a),
         Command::Serve(a) => serve::run(a),
         Command::Gate(a) => gate::run(a),
-        Command::Merge(a) => gate::merge(a),
+        Command::Merge(a) => merge::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Review(a) => snapshots::run_review(a),
         Command::Accept(a) => snapshots::run_accept(a),

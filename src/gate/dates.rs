@@ -11,8 +11,8 @@ use serde_json::{json, Map};
 
 use crate::chain::dates::TemplateDates;
 use crate::chain::{Context, StackOrigin};
+use crate::endpoint::spec::Target;
 use crate::stack::Stack;
-use crate::target::spec::Target;
 
 /// Which day the target's template prints.
 #[derive(Debug, Clone, PartialEq)]

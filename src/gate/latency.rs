@@ -1,5 +1,5 @@
 //! The latency stage: the replay prompts, streamed, in a closed loop (concurrency c, R repeats,
-//! warm-up first), measured as METRICS.md defines it and compared with the baseline stored for
+//! warm-up first), measured as docs/design/METRICS.md defines it and compared with the baseline stored for
 //! this kind of target under `snapshots/<suite>/latency/`. `--update` records a new baseline.
 use std::path::PathBuf;
 use std::time::Instant;
@@ -8,6 +8,8 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 use crate::chain::{Boundary::Server, Finding, Severity};
+use crate::endpoint::openai::CallError;
+use crate::endpoint::spec::{Target, TargetSpec};
 use crate::error::Result;
 use crate::latency::client::{ClientHealth, Watch};
 use crate::latency::{
@@ -18,8 +20,6 @@ use crate::latency::{
 use crate::replay::{Prompt, Record};
 use crate::report::{LatencyRow, LatencyTotals};
 use crate::suite::{LatencySection, Suite};
-use crate::target::openai::CallError;
-use crate::target::spec::{Target, TargetSpec};
 
 use super::progress::Progress;
 use super::shard::Shard;
@@ -194,7 +194,7 @@ pub async fn measure(
         baseline_path,
         environment: Environment::current(
             spec.label(),
-            Some(crate::target::spec::model_name(suite)),
+            Some(crate::endpoint::spec::model_name(suite)),
         ),
         in_process: matches!(spec, TargetSpec::Candle(_)),
         max_tokens: suite.file.replay.as_ref().and_then(|r| r.max_tokens),
@@ -601,7 +601,7 @@ fn samples(measured: &[(usize, RequestMetrics)], m: Metric) -> Vec<f64> {
 }
 
 /// The pinned tokenizer's count of a whole reply: N_out when a server reports no usage
-/// (METRICS.md: estimated, never counted per chunk).
+/// (docs/design/METRICS.md: estimated, never counted per chunk).
 fn n_out_counter(suite: &Suite) -> impl Fn(&str) -> Option<usize> {
     let tokenizer = crate::artifacts::ModelDir::open(&suite.model_dir)
         .ok()

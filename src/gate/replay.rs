@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use crate::chain::online::Determinism;
 use crate::chain::{Boundary::Replay, Finding, Severity};
+use crate::endpoint::spec::{Target, TargetSpec};
 use crate::error::Result;
 use crate::replay::Prompt;
 use crate::report::{PromptResult, PromptStatus};
 use crate::snapshot::{self, SnapshotBody, SnapshotFile, SnapshotHeader, Store};
 use crate::suite::Suite;
-use crate::target::spec::{Target, TargetSpec};
 
 use super::progress::Progress;
 use super::shard::Shard;
@@ -366,7 +366,7 @@ pub fn orphans(store: &Store, known: &[String]) -> Result<Option<Finding>> {
 /// The checkpoint identity for snapshot headers: the model name, and the locked weights'
 /// hash when there is a lock (`tiny-chat@d634ad7dace0`).
 fn model_identity(suite: &Suite) -> String {
-    let name = crate::target::spec::model_name(suite);
+    let name = crate::endpoint::spec::model_name(suite);
     match crate::chain::lock::Lock::read(&suite.lock_path) {
         Ok(Some(l)) => format!("{name}@{}", crate::chain::lock::short(&l.weights.total)),
         _ => name,

@@ -1,4 +1,4 @@
-//! Noise-aware latency regression test (METRICS.md, "Gating on latency without flaking").
+//! Noise-aware latency regression test (docs/design/METRICS.md, "Gating on latency without flaking").
 //!
 //! A slowdown is a regression only when it is both *large* and *real*:
 //! - large: excess = median_new − median_base > max(tolerance · median_base, floor_ms). The
@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::stats::{percentile_sorted, sorted_finite};
 use crate::error::{Error, Result};
 
-/// Fewest samples per side for a verdict (METRICS.md asks for R ≥ 3 repeats).
+/// Fewest samples per side for a verdict (docs/design/METRICS.md asks for R ≥ 3 repeats).
 pub const MIN_SAMPLES: usize = 3;
 
 /// How strict the comparison is.

@@ -19,41 +19,19 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
-use super::metrics::{ms_between, Metric, RequestMetrics};
+use super::metrics::{Metric, RequestMetrics};
 use super::sample::{Sample, WallClock};
 use super::schedule::Schedule;
 use super::stats::Summary;
 use crate::replay::Record;
-use crate::report::LatencyTotals;
 use crate::suite::MetricMs;
+use crate::verdict::LatencyTotals;
 
 /// Service-level objectives in ms (TTFT, TPOT, E2EL); a request meets them when it is within
 /// every limit that is set.
 pub type Slo = MetricMs;
 
-/// One measured request.
-#[derive(Debug)]
-pub struct Outcome<E> {
-    /// The request's index (0..n), as passed to `f`.
-    pub index: usize,
-    /// When it was planned to start (open loop: the schedule; closed loop: when a slot freed).
-    pub t_sched: Instant,
-    /// When the generator actually called `f` and spawned the request.
-    pub t_dispatch: Instant,
-    /// The record (its `timing.t_sched` is set to `t_sched`) or the request's error.
-    pub result: Result<Record, E>,
-}
-
-impl<E> Outcome<E> {
-    /// Actual send − scheduled, in ms: `timing.t_send` for a record, the dispatch for an error.
-    pub fn drift_ms(&self) -> f64 {
-        let sent = match &self.result {
-            Ok(rec) => rec.timing.t_send,
-            Err(_) => self.t_dispatch,
-        };
-        ms_between(self.t_sched, sent)
-    }
-}
+pub use super::sample::Outcome;
 
 /// Run `warmup` unmeasured requests one after another, then `n` measured ones with at most
 /// `concurrency` (≥ 1) in flight. Outcomes come back in index order.
@@ -172,7 +150,7 @@ async fn collect<E>(handles: Vec<Handle<E>>) -> Vec<Outcome<E>> {
     out
 }
 
-/// A whole run's figures (METRICS.md): distributions per metric, throughput over
+/// A whole run's figures (docs/design/METRICS.md): distributions per metric, throughput over
 /// D = last t_end − first t_send, goodput against SLOs, and the schedule drift.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunSummary {

@@ -1,4 +1,4 @@
-//! Per-request latency metrics, computed from a `Record`'s timing exactly as METRICS.md defines
+//! Per-request latency metrics, computed from a `Record`'s timing exactly as docs/design/METRICS.md defines
 //! them. Everything is in milliseconds (f64). A metric that a request cannot define (no output
 //! events, N_out unknown or ≤ 1 for TPOT) is `None`, never 0, so it cannot drag a percentile.
 use std::time::{Duration, Instant};
@@ -41,7 +41,7 @@ impl Metric {
         Metric::Close,
     ];
 
-    /// The metrics a latency baseline records and the gate compares (METRICS.md's gating set).
+    /// The metrics a latency baseline records and the gate compares (docs/design/METRICS.md's gating set).
     pub const GATED: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::E2el, Metric::Itl];
 
     /// The lowercase name used in JSON, baselines and `LatencyRow.metric`.
@@ -96,7 +96,7 @@ pub enum NOutSource {
     Unknown,
 }
 
-/// The latencies of one request (METRICS.md), in milliseconds.
+/// The latencies of one request (docs/design/METRICS.md), in milliseconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestMetrics {
     /// t_1 − t_send.
@@ -151,7 +151,7 @@ pub fn duration_ms(d: Duration) -> f64 {
 impl RequestMetrics {
     /// Every metric of one request. `n_out_fallback` counts tokens in a text with the pinned
     /// tokenizer; it is called at most once, on the whole generated text (reasoning, content and
-    /// tool-call arguments joined), and only when the server reported no token counts — METRICS.md
+    /// tool-call arguments joined), and only when the server reported no token counts — docs/design/METRICS.md
     /// forbids counting chunk by chunk.
     pub fn from_record(
         rec: &Record,

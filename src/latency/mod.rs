@@ -1,4 +1,4 @@
-//! Latency as design/METRICS.md defines it: per-request metrics from a `Record`'s timing,
+//! Latency as docs/design/METRICS.md defines it: per-request metrics from a `Record`'s timing,
 //! numpy-linear percentiles, load schedules and generators, and noise-aware comparison with a
 //! baseline. Pure library code: the CLI (`chatgate gate` / `chatgate bench`) wires it up.
 pub mod baseline;
@@ -22,10 +22,10 @@ pub use sample::{Sample, WallClock};
 pub use schedule::{Arrival, Schedule};
 pub use stats::{percentile, percentile_sorted, Summary};
 
-use crate::report::LatencyRow;
 use crate::suite::LatencySection;
+use crate::verdict::LatencyRow;
 
-/// METRICS.md's table, name → definition, verbatim: every report prints the definitions it
+/// docs/design/METRICS.md's table, name → definition, verbatim: every report prints the definitions it
 /// used, so a figure is never read with another tool's meaning of the same name.
 pub fn definitions() -> Vec<(String, String)> {
     [

@@ -6,8 +6,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::load::Outcome;
 use super::metrics::{ms_between, RequestMetrics};
+use crate::exchange::Record;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
@@ -84,5 +84,28 @@ impl Sample {
             t_send_ms: clock.ms(sent),
             t_end_ms: clock.ms(ended),
         }
+    }
+}
+/// One measured request.
+#[derive(Debug)]
+pub struct Outcome<E> {
+    /// The request's index (0..n), as passed to `f`.
+    pub index: usize,
+    /// When it was planned to start (open loop: the schedule; closed loop: when a slot freed).
+    pub t_sched: Instant,
+    /// When the generator actually called `f` and spawned the request.
+    pub t_dispatch: Instant,
+    /// The record (its `timing.t_sched` is set to `t_sched`) or the request's error.
+    pub result: Result<Record, E>,
+}
+
+impl<E> Outcome<E> {
+    /// Actual send − scheduled, in ms: `timing.t_send` for a record, the dispatch for an error.
+    pub fn drift_ms(&self) -> f64 {
+        let sent = match &self.result {
+            Ok(rec) => rec.timing.t_send,
+            Err(_) => self.t_dispatch,
+        };
+        ms_between(self.t_sched, sent)
     }
 }

@@ -1,4 +1,4 @@
-//! Arrival schedules for open-loop load (METRICS.md "Load shapes"): when each request is meant
+//! Arrival schedules for open-loop load (docs/design/METRICS.md "Load shapes"): when each request is meant
 //! to be sent, independent of how long earlier ones take. Inter-arrival gaps are constant (1/λ),
 //! exponential (a Poisson process, Exp(λ)) or gamma (shape k, scale 1/(λk): the same mean rate,
 //! burstier for k < 1). The schedule is seeded and serialisable so it is saved with the results

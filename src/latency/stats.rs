@@ -1,4 +1,4 @@
-//! Percentiles and summaries with one definition (METRICS.md): linear interpolation between
+//! Percentiles and summaries with one definition (docs/design/METRICS.md): linear interpolation between
 //! closest ranks, numpy's default (`method="linear"`, Hyndman & Fan type 7), and the population
 //! standard deviation (ddof = 0, as vLLM). Stating one method matters: GuideLLM's empirical CDF
 //! and llmperf's sample std give different figures on the same data.

@@ -19,8 +19,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::hostile::{frame_event, split_reads, HostileSse};
 use super::record::{body_value, payload_value, redacted_headers, Exchange, ExchangeTimings};
 use super::ProxyState;
+use crate::endpoint::sse::{SseEvent, SseParser};
 use crate::serve::ApiError;
-use crate::target::sse::{SseEvent, SseParser};
 
 /// The largest request body forwarded (the request is read whole so it can be recorded).
 const MAX_REQUEST_BYTES: usize = 32 << 20;

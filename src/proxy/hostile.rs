@@ -7,7 +7,7 @@
 //! optional space, extra blank lines, and reads of a few bytes each that split multi-byte UTF-8
 //! characters (and CRLF pairs). Multi-line `data:` is only used where the payload itself holds
 //! a `\n`, because splitting a line would change the payload.
-use crate::target::sse::SseEvent;
+use crate::endpoint::sse::SseEvent;
 
 /// How hostile the framing is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +121,7 @@ pub fn split_reads(bytes: &[u8], chunk: usize) -> Vec<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::sse::SseParser;
+    use crate::endpoint::sse::SseParser;
 
     fn ev(data: &str) -> SseEvent {
         SseEvent::Message {

@@ -9,7 +9,7 @@
 //!
 //! Layout: `forward` (the one axum handler and the body pump), `record` (the JSONL recording
 //! and its reader), `hostile` (the re-framing). Upstream SSE is read with the project's own
-//! spec-correct reader, `crate::target::sse`.
+//! spec-correct reader, `crate::endpoint::sse`.
 pub mod forward;
 pub mod hostile;
 pub mod record;

@@ -13,9 +13,10 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::record::ChatRequest;
 use crate::error::{Error, Result};
-use crate::snapshot::Comparator;
+use crate::exchange::ChatRequest;
+use crate::files::valid_id;
+use crate::suite::Comparator;
 use crate::suite::ReplaySection;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -152,14 +153,4 @@ pub fn load(path: &Path, defaults: &ReplaySection) -> Result<Vec<Prompt>> {
         return Err(Error::in_file(path, "the prompt file has no prompts"));
     }
     Ok(out)
-}
-
-/// Prompt ids become file names: keep them portable.
-pub fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 100
-        && !id.starts_with('.')
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }

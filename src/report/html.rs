@@ -9,14 +9,14 @@
 //! HTML-escaped.
 use std::fmt::Write as _;
 
-use crate::chain::{Boundary, Finding, Findings, Severity};
+use crate::verdict::{Boundary, Finding, Findings, Severity};
 
-use super::gate::{GateReport, LatencyRow, LatencyTotals, PromptResult, PromptStatus};
-use super::markdown::{
+use super::summary::{
     clip, failure_reasons, fmt_ms, html_escape as esc, is_regression, prompt_symptom, prompt_tally,
     row_ms, severity_counts, status_word, totals_lines, truncate_diff, verdict, BOUNDARIES,
     MAX_VALUE_CHARS,
 };
+use crate::verdict::{GateReport, LatencyRow, LatencyTotals, PromptResult, PromptStatus};
 
 /// An HTML file has no size limit, but a runaway diff should not make it unopenable.
 const MAX_DIFF_LINES: usize = 2000;

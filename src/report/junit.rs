@@ -12,13 +12,13 @@ use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
-use crate::chain::{Boundary, Finding, Severity};
 use crate::error::{Error, Result};
+use crate::verdict::{Boundary, Finding, Severity};
 
-use super::gate::{GateReport, LatencyRow, PromptResult, PromptStatus};
-use super::markdown::{
+use super::summary::{
     clip, failure_reasons, fmt_ms, is_regression, totals_lines, verdict, MAX_VALUE_CHARS,
 };
+use crate::verdict::{GateReport, LatencyRow, PromptResult, PromptStatus};
 
 /// Longest message suffix used to tell repeated checks apart (chars).
 const NAME_SUFFIX_CHARS: usize = 60;
@@ -244,7 +244,7 @@ fn prompt_case(p: &PromptResult) -> TestCase {
                 NonSuccessKind::Failure
             };
             let mut s = TestCaseStatus::non_success(kind);
-            let word = super::markdown::status_word(p.status);
+            let word = super::summary::status_word(p.status);
             s.set_message(one_line(&format!("{word}: {}", p.detail)))
                 .set_type(word);
             s.set_description(keep_layout(&format!(

@@ -4,14 +4,16 @@ use std::io::IsTerminal;
 
 use serde_json::{json, Value};
 
-use crate::chain::{Findings, Severity};
+use crate::verdict::{Findings, Severity};
 
-pub mod gate;
 pub mod html;
 pub mod junit;
 pub mod markdown;
+pub mod summary;
 
-pub use gate::{GateReport, LatencyRow, LatencyTotals, PromptResult, PromptStatus};
+pub use crate::verdict::report::{
+    GateReport, LatencyRow, LatencyTotals, PromptResult, PromptStatus,
+};
 /// Colour when stdout is a terminal and NO_COLOR is unset (https://no-color.org).
 pub fn use_colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()

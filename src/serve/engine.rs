@@ -17,9 +17,9 @@ use super::errors::ApiError;
 use super::faults::{
     Fault, Faults, Rng, NONDETERMINISTIC_WINDOW, SLOW_DECODE_MS, SLOW_FIRST_TOKEN_MS,
 };
+use crate::endpoint::candle::CandleModel;
+use crate::endpoint::{FinishReason, GenerateRequest, Generation, SamplingParams, TokenStep};
 use crate::error::Result;
-use crate::target::candle::CandleModel;
-use crate::target::{FinishReason, GenerateRequest, Generation, SamplingParams, TokenStep};
 use crate::template::{ChatTemplate, RenderRequest, SpecialTokens};
 
 /// The llama-2 chat template (meta-llama/Llama-2-7b-chat-hf) used by `--fault wrong-template`.

@@ -1,5 +1,5 @@
 //! The faults `chatgate serve --fault NAME` injects on purpose: one per server-side class of
-//! the bug zoo (design/BUG-ZOO.md), so the gate's own tests can prove it catches each one.
+//! the bug zoo (docs/design/BUG-ZOO.md), so the gate's own tests can prove it catches each one.
 //! Each fault changes exactly the thing it names and nothing else.
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -136,7 +136,7 @@ Faults (--fault NAME, repeatable; each changes exactly what it says and nothing 
 
 /// The sampler's seeded generator, seeded here from the clock and a process-wide counter so
 /// two requests in the same nanosecond still differ.
-pub struct Rng(crate::target::candle::sampling::Rng);
+pub struct Rng(crate::endpoint::candle::sampling::Rng);
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -147,7 +147,7 @@ impl Rng {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        Rng(crate::target::candle::sampling::Rng::new(
+        Rng(crate::endpoint::candle::sampling::Rng::new(
             nanos ^ n.wrapping_mul(0xA076_1D64_78BD_642F),
         ))
     }

@@ -18,7 +18,7 @@ pub mod sse;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
@@ -115,19 +115,6 @@ fn fingerprint(dir: &crate::artifacts::ModelDir) -> Result<String> {
     Ok(format!("fp_{}", &digest[..digest.len().min(12)]))
 }
 
-/// The name a model path is served under by default.
-pub fn default_model_name(model: &Path) -> String {
-    let abs = std::fs::canonicalize(model).unwrap_or_else(|_| model.to_path_buf());
-    let name = if abs.is_file() {
-        abs.file_stem()
-    } else {
-        abs.file_name()
-    };
-    name.map(|n| n.to_string_lossy().into_owned())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| "model".to_string())
-}
-
 /// Load the model (and the fault model) and build the shared state. Blocking.
 pub fn load(opts: &ServeOptions) -> Result<Arc<AppState>> {
     let faults = Faults::new(opts.faults.iter().copied());
@@ -148,7 +135,7 @@ pub fn load(opts: &ServeOptions) -> Result<Arc<AppState>> {
     let name = opts
         .model_name
         .clone()
-        .unwrap_or_else(|| default_model_name(&opts.model));
+        .unwrap_or_else(|| crate::endpoint::spec::default_model_name(&opts.model));
     let created = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 
 use super::engine::{GenParams, Prompt};
 use super::errors::ApiError;
-use crate::target::{FinishReason, SamplingParams, TokenStep};
+use crate::endpoint::{FinishReason, SamplingParams, TokenStep};
 
 /// The most alternatives a request may ask for per token (vLLM's default cap).
 pub const MAX_TOP_LOGPROBS: usize = 20;

@@ -19,7 +19,7 @@ use super::openai::{
 };
 use super::sse::{self, Kind, StreamSpec};
 use super::AppState;
-use crate::target::Generation;
+use crate::endpoint::Generation;
 
 /// The largest request body accepted.
 const MAX_BODY_BYTES: usize = 32 << 20;

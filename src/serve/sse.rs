@@ -16,7 +16,7 @@ use super::faults::{Fault, Faults};
 use super::openai::{
     chat_logprobs, completion_logprobs, finish_reason_str, Meta, TokenStrings, Usage,
 };
-use crate::target::{Generation, TokenStep};
+use crate::endpoint::{Generation, TokenStep};
 
 /// One SSE event carrying `data`.
 pub fn frame(data: &str) -> Bytes {
@@ -137,7 +137,7 @@ pub fn stop_reason(
     stops: &[String],
     tokens: &dyn TokenStrings,
 ) -> Value {
-    if g.finish_reason != crate::target::FinishReason::Stop {
+    if g.finish_reason != crate::endpoint::FinishReason::Stop {
         return Value::Null;
     }
     if let Some(&last) = g.ids.last() {

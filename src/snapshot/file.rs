@@ -1,6 +1,9 @@
 //! One snapshot file: an insta-compatible header and a body that encodes a reply exactly.
 //!
 //! See the module documentation of `crate::snapshot` for the format and why it looks like this.
+//!
+//! One idea: the file's format, read and written (header, body, escapes), and its round-trip
+//! tests; long because the format is exact.
 use std::fmt::Write as _;
 use std::path::Path;
 

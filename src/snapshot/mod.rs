@@ -51,6 +51,7 @@
 //! never enter a body, so an unchanged reply renders to unchanged bytes.
 mod compare;
 mod diff;
+mod divergence;
 mod file;
 mod schema;
 mod store;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::file::SnapshotFile;
 use crate::error::{Error, Result};
-use crate::replay::prompts::valid_id;
+use crate::files::valid_id;
 
 const ACCEPTED: &str = ".snap";
 const PENDING: &str = ".snap.new";

@@ -16,9 +16,9 @@ use rand_distr::{Distribution, Normal};
 use serde_json::{json, Value};
 
 use super::Options;
+use crate::endpoint::candle::CandleModel;
+use crate::endpoint::GenerateRequest;
 use crate::error::{Error, Result};
-use crate::target::candle::CandleModel;
-use crate::target::GenerateRequest;
 
 /// The dimensions of the stand-in (config.json's).
 #[derive(Debug, Clone)]

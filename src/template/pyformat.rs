@@ -289,7 +289,7 @@ fn parse_spec(spec: &str) -> Result<Spec, Error> {
         i += 1;
     }
     if width.is_some_and(|w| w > MAX_WIDTH) {
-        return Err(super::env::limit_error("format width is too large"));
+        return Err(super::limits::limit_error("format width is too large"));
     }
     s.width = width;
     if let Some(&ch) = c.get(i) {

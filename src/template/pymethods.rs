@@ -4,6 +4,9 @@
 //! full (Python whitespace set, code-point indices, `maxsplit`, tuple prefixes, ...);
 //! `str.format` and the dict accessors come from minijinja-contrib's pycompat. Mutating methods
 //! fail like jinja2's sandbox does.
+//!
+//! One idea, many instances: a function per Python method (as ripgrep keeps one definition per
+//! flag in one file), which is why this file is long.
 use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Error, ErrorKind, State};
 
@@ -199,7 +202,7 @@ fn find_in(hay: &[char], needle: &[char], start: i64, end: i64, reverse: bool) -
 
 fn check_width(width: i64) -> Result<usize, Error> {
     if width > MAX_PADDED_LEN as i64 {
-        return Err(super::env::limit_error(
+        return Err(super::limits::limit_error(
             "a string method built a string over 10,000,000 characters",
         ));
     }
@@ -514,7 +517,7 @@ fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Value, Error> 
                 s.matches(old).count()
             };
             if new.len().saturating_mul(estimate) > MAX_PADDED_LEN {
-                return Err(super::env::limit_error(
+                return Err(super::limits::limit_error(
                     "str.replace built a string over 10,000,000 bytes",
                 ));
             }

@@ -36,9 +36,9 @@ fn undefined_error() -> Error {
 }
 
 fn check_len(len: usize) -> Result<(), Error> {
-    let max = super::env::max_string_len().min(MAX_LEN);
+    let max = super::limits::max_string_len().min(MAX_LEN);
     if len > max {
-        Err(super::env::limit_error(&format!(
+        Err(super::limits::limit_error(&format!(
             "an operator built a string over {max} bytes"
         )))
     } else {
@@ -86,7 +86,7 @@ fn escape_text(v: &Value) -> String {
     if v.is_safe() {
         return s;
     }
-    super::env::html_escape(&s)
+    super::limits::html_escape(&s)
 }
 
 /// Python `a + b` (with markupsafe's `Markup.__add__`/`__radd__`).
@@ -124,7 +124,7 @@ pub fn py_add(a: &Value, b: &Value) -> Result<Value, Error> {
     if a.kind() == ValueKind::Seq && b.kind() == ValueKind::Seq && a.is_tuple() == b.is_tuple() {
         let len = a.len().unwrap_or(0) + b.len().unwrap_or(0);
         if len > MAX_ITEMS {
-            return Err(super::env::limit_error(
+            return Err(super::limits::limit_error(
                 "an operator built a list over 1,000,000 items",
             ));
         }
@@ -197,7 +197,7 @@ pub fn py_mul(a: &Value, b: &Value) -> Result<Value, Error> {
     if seq.kind() == ValueKind::Seq {
         let items: Vec<Value> = seq.try_iter()?.collect();
         if items.len().saturating_mul(n) > MAX_ITEMS {
-            return Err(super::env::limit_error(
+            return Err(super::limits::limit_error(
                 "an operator built a list over 1,000,000 items",
             ));
         }

@@ -7,6 +7,15 @@
 //! (whitespace control, raw blocks, comments, line numbers) is untouched. minijinja's node
 //! spans do not always start at the node's first token, so an operand's extent is the union of
 //! the trustworthy spans in its subtree, widened until its brackets balance.
+//!
+//! Why a rewrite and not the engine's extension points: minijinja lets a template call
+//! functions, filters, tests and unknown methods of ours (`set_unknown_method_callback`; see
+//! `pymethods.rs`), and lets our own object types define their behaviour, but its binary
+//! operators on built-in values (lists, strings, maps, numbers) are fixed in the VM with Rust
+//! semantics and no hook. The constructs this module must handle, each a test below named
+//! after it: `+` on lists and strings, chains of it, parenthesised operands, `~`, `%`
+//! formatting, `*` repetition, `for … in` iteration, operators inside tests, calls, slices and
+//! conditional expressions; and leaving comments and text untouched.
 use minijinja::machinery::ast::{self, BinOpKind, CallArg, Expr, Stmt, UnaryOpKind};
 use minijinja::machinery::{parse, tokenize, Token};
 use minijinja::syntax::SyntaxConfig;
@@ -671,22 +680,75 @@ mod tests {
             .unwrap_or_else(|| src.to_string())
     }
 
+    /// What a template prints, rendered through the whole engine (rewrite + pyops).
+    fn render(src: &str) -> String {
+        let t = super::super::ChatTemplate::new(src).expect("compiles");
+        t.render(&super::super::RenderRequest {
+            messages: vec![serde_json::json!({"role": "user", "content": "hi"})],
+            ..Default::default()
+        })
+        .expect("renders")
+        .text
+    }
+
+    // Each construct the rewrite must handle, named: the source it produces, and the Python
+    // result the whole engine then prints (minijinja's own operators give other results or
+    // errors: it has no hook for binary operators on built-in types, hence the rewrite).
+
     #[test]
-    fn rewrites_operators_by_span() {
+    fn plus_on_lists_and_strings_is_python_addition() {
         assert_eq!(rw("{{ a + b }}"), "{{ __py_add(a, b) }}");
-        assert_eq!(rw("{{ (a) + (b) }}"), "{{ __py_add(a, b) }}");
+        assert_eq!(render("{{ [1] + [2, 3] }}"), "[1, 2, 3]");
+        assert_eq!(render("{{ 'a' + 'b' }}"), "ab");
+    }
+
+    #[test]
+    fn chained_plus_nests_left_to_right() {
         assert_eq!(
             rw("{{ 'x'|safe + t['n'] + 'y' }}"),
             "{{ __py_add(__py_add('x'|safe, t['n']), 'y') }}"
         );
-        assert_eq!(rw("{{ x ~ (a == b) }}"), "{{ __py_concat(x, a == b) }}");
+    }
+
+    #[test]
+    fn parenthesised_operands_lose_only_their_outer_brackets() {
+        assert_eq!(rw("{{ (a) + (b) }}"), "{{ __py_add(a, b) }}");
         assert_eq!(rw("{{ (a)|f + 1 }}"), "{{ __py_add((a)|f, 1) }}");
         assert_eq!(rw("{{ x + (1,) }}"), "{{ __py_add(x, (1,)) }}");
+    }
+
+    #[test]
+    fn tilde_concatenates_python_str() {
+        assert_eq!(rw("{{ x ~ (a == b) }}"), "{{ __py_concat(x, a == b) }}");
+        assert_eq!(render("{{ 1 ~ none ~ true }}"), "1NoneTrue");
+    }
+
+    #[test]
+    fn percent_formats_like_python() {
         assert_eq!(rw("{{ '%s' % (a, b) }}"), "{{ __py_mod('%s', (a, b)) }}");
+        assert_eq!(render("{{ '%s-%03d' % ('a', 7) }}"), "a-007");
+    }
+
+    #[test]
+    fn star_repeats_strings_and_lists() {
+        assert_eq!(render("{{ 'ab' * 2 }}"), "abab");
+        assert_eq!(render("{{ [0] * 3 }}"), "[0, 0, 0]");
+    }
+
+    #[test]
+    fn for_loops_iterate_like_python() {
         assert_eq!(
             rw("{% for m in messages if m.x %}{% endfor %}"),
             "{% for m in __py_iter(messages) if m.x %}{% endfor %}"
         );
+        assert_eq!(
+            render("{% for k in {'b': 1, 'a': 2} %}{{ k }}{% endfor %}"),
+            "ba"
+        );
+    }
+
+    #[test]
+    fn operators_inside_tests_calls_slices_and_conditionals() {
         assert_eq!(
             rw("{% if not a in b + c %}{% endif %}"),
             "{% if not a in __py_add(b, c) %}{% endif %}"
@@ -700,6 +762,10 @@ mod tests {
             "{{ x if y else __py_concat(z, w) }}"
         );
         assert_eq!(rw("{{ -a + b }}"), "{{ __py_add(-a, b) }}");
+    }
+
+    #[test]
+    fn comments_and_text_are_untouched() {
         assert_eq!(rw("plain {# a + b #} text"), "plain {# a + b #} text");
     }
 }

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chatgate::replay::record::{ChatRequest, OutputKind, Record};
+use chatgate::endpoint::candle::CandleModel;
+use chatgate::endpoint::openai::{CallError, HttpOptions, HttpTarget};
+use chatgate::exchange::{ChatRequest, OutputKind, Record};
 use chatgate::serve::{self, RunningServer, ServeOptions};
-use chatgate::target::candle::CandleModel;
-use chatgate::target::openai::{CallError, HttpOptions, HttpTarget};
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

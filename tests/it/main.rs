@@ -3,6 +3,7 @@
 //! Each file is a module named after what it tests.
 mod common;
 
+mod architecture;
 mod artifacts_gguf_vocab;
 mod artifacts_models;
 mod catch_matrix;

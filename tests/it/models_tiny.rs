@@ -4,8 +4,8 @@
 //! (models/eval.json), written by the trainer, not by this code.
 use std::path::{Path, PathBuf};
 
-use chatgate::target::candle::CandleModel;
-use chatgate::target::{FinishReason, GenerateRequest, Generation};
+use chatgate::endpoint::candle::CandleModel;
+use chatgate::endpoint::{FinishReason, GenerateRequest, Generation};
 use serde_json::{json, Value};
 
 fn models() -> PathBuf {

@@ -71,7 +71,7 @@ fn read_lines(path: &Path) -> Vec<Value> {
 }
 
 /// A minimal spec-correct SSE reader, deliberately independent of the shared
-/// `chatgate::target::sse` reader the proxy itself uses (so a bug there cannot hide here): the
+/// `chatgate::endpoint::sse` reader the proxy itself uses (so a bug there cannot hide here): the
 /// whole body at once,
 /// CRLF/CR/LF line endings, comments skipped, one optional space after `data:`, data lines
 /// joined with `\n`, blank lines dispatch only when there is data.

@@ -4,8 +4,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use chatgate::endpoint::candle::CandleModel;
 use chatgate::serve::{self, Fault, RunningServer, ServeOptions};
-use chatgate::target::candle::CandleModel;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 

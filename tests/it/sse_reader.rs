@@ -1,7 +1,7 @@
 //! The SSE reader against the WHATWG event-stream rules: properties over generated streams
 //! (any split into reads, any line terminator, UTF-8 split anywhere, garbage never panics)
 //! and worked examples for the cases servers actually get wrong.
-use chatgate::target::sse::{Incomplete, SseEvent, SseParser};
+use chatgate::endpoint::sse::{Incomplete, SseEvent, SseParser};
 use proptest::prelude::*;
 
 /// Everything a parse produced: events, comment count, what was left incomplete.

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use chatgate::artifacts::ModelDir;
+use chatgate::endpoint::candle::CandleModel;
+use chatgate::endpoint::GenerateRequest;
 use chatgate::stack::Stack;
 use chatgate::standin::{build, Built, Options};
-use chatgate::target::candle::CandleModel;
-use chatgate::target::GenerateRequest;
 
 use crate::common::families::Family;
 use serde_json::{json, Value};

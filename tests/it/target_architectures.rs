@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
-use chatgate::target::candle::CandleModel;
-use chatgate::target::GenerateRequest;
+use chatgate::endpoint::candle::CandleModel;
+use chatgate::endpoint::GenerateRequest;
 use serde_json::{json, Value};
 
 fn fixture() -> PathBuf {

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use chatgate::target::candle::detok::{Detokenizer, StopText};
-use chatgate::target::candle::{sampling, CandleModel};
-use chatgate::target::{FinishReason, GenerateRequest, Generation, SamplingParams, TokenStep};
+use chatgate::endpoint::candle::detok::{Detokenizer, StopText};
+use chatgate::endpoint::candle::{sampling, CandleModel};
+use chatgate::endpoint::{FinishReason, GenerateRequest, Generation, SamplingParams, TokenStep};
 use serde_json::{json, Value};
 
 const TOL: f32 = 1e-4;
@@ -821,7 +821,7 @@ fn detokenizer_holds_back_split_characters() {
     let mut s = StopText::new(&["😀!".to_string()]);
     assert_eq!(
         s.push("x😀"),
-        chatgate::target::candle::detok::StopOutcome::Emit("x".into())
+        chatgate::endpoint::candle::detok::StopOutcome::Emit("x".into())
     );
     assert_eq!(s.flush(), "😀");
 }
@@ -1047,7 +1047,7 @@ fn absurd_sizes_in_model_files_are_errors_or_capped_not_aborts() {
     assert_eq!(u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()), 4);
     bytes[at + 4..at + 8].copy_from_slice(&u32::MAX.to_le_bytes());
     std::fs::write(&path, bytes).expect("write");
-    let err = match chatgate::target::candle::CandleModel::load(&path) {
+    let err = match chatgate::endpoint::candle::CandleModel::load(&path) {
         Err(e) => e.to_string(),
         Ok(_) => panic!("a corrupt block count loaded"),
     };
@@ -1065,7 +1065,7 @@ fn absurd_sizes_in_model_files_are_errors_or_capped_not_aborts() {
         serde_json::from_str(&std::fs::read_to_string(&cfg).expect("cfg")).expect("json");
     v["max_position_embeddings"] = serde_json::json!(1_000_000_000u64);
     std::fs::write(&cfg, v.to_string()).expect("write");
-    let m = chatgate::target::candle::CandleModel::load(&copy).expect("loads, capped");
+    let m = chatgate::endpoint::candle::CandleModel::load(&copy).expect("loads, capped");
     assert_eq!(m.context_length(), 1 << 20);
 }
 
@@ -1086,7 +1086,7 @@ fn a_gguf_with_a_context_of_zero_is_refused_at_load() {
     // The value follows its 4-byte type tag (u32).
     bytes[at + 4..at + 8].copy_from_slice(&0u32.to_le_bytes());
     std::fs::write(&path, bytes).expect("write");
-    let err = match chatgate::target::candle::CandleModel::load(&path) {
+    let err = match chatgate::endpoint::candle::CandleModel::load(&path) {
         Err(e) => e.to_string(),
         Ok(_) => panic!("a context of 0 loaded"),
     };

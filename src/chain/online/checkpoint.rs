@@ -285,9 +285,9 @@ enum Verdict {
 fn compare_run(
     run: &ProbeRun,
     main: &Record,
-    scored: &[crate::target::local::Scored],
+    scored: &[crate::endpoint::local::Scored],
     tol: f32,
-    reference: &crate::target::local::CandleTarget,
+    reference: &crate::endpoint::local::CandleTarget,
 ) -> Verdict {
     let id = &run.probe.id;
     if let Some(lps) = &main.logprobs {

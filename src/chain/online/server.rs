@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::{reply_ids, Determinism, Observed, Online};
 use crate::chain::{Boundary::Server, Finding, Severity};
-use crate::target::openai::CallError;
+use crate::endpoint::openai::CallError;
 
 pub async fn check(online: &Online<'_>, obs: &Observed) -> Vec<Finding> {
     let mut out = vec![models(online, obs), health(obs), responds(obs)];

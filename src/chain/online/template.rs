@@ -114,7 +114,7 @@ fn shape_class(tok: &tokenizers::Tokenizer, server: &[u32], local: &[u32]) -> Op
 /// own template renders these conversations (the offline chain did), so the server's is another.
 fn server_render_errors(obs: &Observed, model: &str) -> Option<Finding> {
     let failed = obs.runs.iter().find_map(|r| match r.plain.first() {
-        Some(Err(crate::target::openai::CallError::Status { status, body, .. }))
+        Some(Err(crate::endpoint::openai::CallError::Status { status, body, .. }))
             if (400..600).contains(status) && names_a_template_error(body, model) =>
         {
             Some((r.probe.id.clone(), *status, body.clone()))
@@ -168,7 +168,7 @@ fn tokenize_failures(obs: &Observed) -> Option<Finding> {
     )
 }
 
-/// usage.prompt_tokens against the local render's count (METRICS.md: their difference is the
+/// usage.prompt_tokens against the local render's count (docs/design/METRICS.md: their difference is the
 /// template overhead, and a nonzero one is a template finding).
 fn prompt_tokens(obs: &Observed) -> Finding {
     const ID: &str = "template.prompt-tokens";

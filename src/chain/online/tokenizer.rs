@@ -6,7 +6,7 @@
 use super::{Observed, Online};
 use crate::chain::probe::{corpus, PROBE_VERSION};
 use crate::chain::{Boundary::Tokenizer as Tok, Finding, Severity};
-use crate::target::openai::{CallError, HttpTarget};
+use crate::endpoint::openai::{CallError, HttpTarget};
 
 const ID: &str = "tokenizer.server-tokenize";
 /// Probe strings sent: enough to tell tokenizers apart, few enough to cost milliseconds.

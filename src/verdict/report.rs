@@ -1,7 +1,7 @@
 //! The gate's whole result, as every renderer (terminal, JSON, JUnit, Markdown, HTML) sees it.
 use serde::{Deserialize, Serialize};
 
-use crate::chain::Findings;
+use super::Findings;
 
 /// What happened to one replayed prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,7 +87,7 @@ pub struct GateReport {
     pub prompts: Vec<PromptResult>,
     pub latency: Vec<LatencyRow>,
     pub latency_totals: Option<LatencyTotals>,
-    /// How each latency metric is defined (METRICS.md), printed with the figures.
+    /// How each latency metric is defined (docs/design/METRICS.md), printed with the figures.
     pub definitions: Vec<(String, String)>,
     pub duration_s: f64,
     /// 0 pass, 1 regression, 3 unreachable.

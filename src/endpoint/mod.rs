@@ -1,7 +1,8 @@
 //! Targets: what replays run against. `candle` runs a checkpoint in-process on the CPU — the
 //! embedded default, the reference a server is compared with, and the engine of `chatgate serve`.
 //!
-//! OWNER NOTE: the public API in this file is fixed; the candle implementation lives in candle.rs.
+//! `candle` is the checkpoint in-process; `local` it as an endpoint; `openai` an
+//! OpenAI-compatible server over HTTP (`sse` its stream reader); `spec` chooses one.
 pub mod candle;
 pub mod local;
 pub mod openai;

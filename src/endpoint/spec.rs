@@ -116,17 +116,17 @@ impl Target {
                     extra_body: t.map(|t| t.extra_body.clone()).unwrap_or_default(),
                     max_body_bytes: mib(
                         t.and_then(|t| t.max_body_mb),
-                        crate::target::openai::MAX_BODY_BYTES,
+                        crate::endpoint::openai::MAX_BODY_BYTES,
                     ),
                     max_stream_bytes: mib(
                         t.and_then(|t| t.max_stream_mb),
-                        crate::target::openai::MAX_STREAM_BYTES,
+                        crate::endpoint::openai::MAX_STREAM_BYTES,
                     ),
-                    max_line_bytes: crate::target::openai::MAX_LINE_BYTES
+                    max_line_bytes: crate::endpoint::openai::MAX_LINE_BYTES
                         .max(mib(t.and_then(|t| t.max_stream_mb), 0) / 8),
                     max_in_flight_bytes: mib(
                         t.and_then(|t| t.max_in_flight_mb),
-                        crate::target::openai::MAX_IN_FLIGHT_BYTES,
+                        crate::endpoint::openai::MAX_IN_FLIGHT_BYTES,
                     ),
                 })?))
             }
@@ -159,7 +159,7 @@ pub fn model_name(suite: &Suite) -> String {
         .target
         .as_ref()
         .and_then(|t| t.model.clone())
-        .unwrap_or_else(|| crate::serve::default_model_name(&suite.model_dir))
+        .unwrap_or_else(|| default_model_name(&suite.model_dir))
 }
 
 /// The suite's target: `--target` wins over `[target] url`; with neither, the served model
@@ -174,6 +174,19 @@ pub fn resolve(cli: Option<&str>, suite: &Suite) -> Result<TargetSpec> {
         }
         (None, _) => Ok(TargetSpec::Candle(suite.model_dir.clone())),
     }
+}
+
+/// The name a model path is served under by default.
+pub fn default_model_name(model: &std::path::Path) -> String {
+    let abs = std::fs::canonicalize(model).unwrap_or_else(|_| model.to_path_buf());
+    let name = if abs.is_file() {
+        abs.file_stem()
+    } else {
+        abs.file_name()
+    };
+    name.map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "model".to_string())
 }
 
 #[cfg(test)]

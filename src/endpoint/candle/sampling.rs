@@ -16,7 +16,7 @@
 //! tokens on every machine; it does not reproduce vLLM's (GPU, torch) random stream.
 use crate::error::{Error, Result};
 
-use crate::target::SamplingParams;
+use crate::endpoint::SamplingParams;
 
 /// vLLM treats temperatures below this as greedy.
 pub const GREEDY_EPS: f64 = 1e-5;

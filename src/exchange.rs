@@ -67,7 +67,7 @@ pub enum OutputKind {
     ToolCall,
 }
 
-/// An event that carried generated output (METRICS.md: not the role-only chunk, not empty
+/// An event that carried generated output (docs/design/METRICS.md: not the role-only chunk, not empty
 /// chunks, not the usage-only chunk).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OutputEvent {
@@ -78,7 +78,7 @@ pub struct OutputEvent {
     pub tokens: Option<u32>,
 }
 
-/// The clock of one request (monotonic). METRICS.md defines every latency from these.
+/// The clock of one request (monotonic). docs/design/METRICS.md defines every latency from these.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Timing {
     /// When the load generator planned to send it (equals `t_send` in a closed loop without queueing).

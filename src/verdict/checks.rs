@@ -1,10 +1,6 @@
-//! Every check id the gate can report, and the suite's policy over them (`[server] skip` and
-//! `strict`), applied the same way to offline, online, replay and latency findings.
-//!
-//! A suite naming an id that is not here is refused at load: a typo in `skip` must not leave
-//! a quirk unsilenced, and a typo in `strict` must not leave a check lenient without a word.
-use super::{Finding, Severity};
-use crate::suite::ServerSection;
+//! Every check id the gate can report: the one list suites, policies and reports name ids
+//! from. A suite naming an id that is not here is refused at load: a typo in `skip` must not
+//! leave a quirk unsilenced, and a typo in `strict` must not leave a check lenient without a word.
 
 /// The ids, by boundary. A unit test checks this list against the ids the source reports.
 pub const CHECKS: &[&str] = &[
@@ -116,18 +112,6 @@ pub fn known(id: &str) -> Result<(), String> {
     })
 }
 
-/// Drop skipped checks, and turn warnings of strict checks into errors. Idempotent, so every
-/// stage may apply it to what it adds.
-pub fn apply_policy(findings: &mut Vec<Finding>, policy: &ServerSection) {
-    findings.retain(|f| !policy.skip.iter().any(|s| s == f.check));
-    for f in findings {
-        if f.severity == Severity::Warning && policy.strict.iter().any(|s| s == f.check) {
-            f.severity = Severity::Error;
-            f.message.push_str(" (strict in this suite)");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,34 +159,5 @@ mod tests {
         let e = known("tokenizer.roundtrip").unwrap_err();
         assert!(e.contains("tokenizer.round-trip"), "{e}");
         assert!(known("nonsense").unwrap_err().contains("ids start with"));
-    }
-
-    #[test]
-    fn skip_drops_and_strict_promotes_once() {
-        use crate::chain::Boundary;
-        let policy = ServerSection {
-            strict: vec!["server.health".into()],
-            skip: vec!["tokenizer.round-trip".into()],
-            ..ServerSection::default()
-        };
-        let mut f = vec![
-            Finding::new(
-                Boundary::Tokenizer,
-                "tokenizer.round-trip",
-                Severity::Warning,
-                "nfc",
-            ),
-            Finding::new(
-                Boundary::Server,
-                "server.health",
-                Severity::Warning,
-                "no /health",
-            ),
-        ];
-        apply_policy(&mut f, &policy);
-        apply_policy(&mut f, &policy);
-        assert_eq!(f.len(), 1);
-        assert_eq!(f[0].severity, Severity::Error);
-        assert_eq!(f[0].message, "no /health (strict in this suite)");
     }
 }

@@ -1,0 +1,297 @@
+//! Loading a GGUF: llama-family files through candle's quantized models, Gemma-2 dequantized
+//! into candle's own model (candle has no quantized Gemma-2).
+use super::*;
+
+impl CandleModel {
+    pub(super) fn from_gguf(path: &Path, dir: ModelDir) -> Result<CandleModel> {
+        let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let ct = gguf_file::Content::read(&mut file).map_err(|e| {
+            Error::in_file(path, format!("cannot read the GGUF: {}", candle_msg(&e)))
+        })?;
+        let md_str = |k: &str| ct.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
+        let md_uint = |k: &str| ct.metadata.get(k).and_then(gguf_uint);
+        let arch = md_str("general.architecture").unwrap_or_default();
+        if !matches!(arch.as_str(), "llama" | "qwen2" | "qwen3" | "gemma2") {
+            return Err(Error::in_file(
+                path,
+                format!("general.architecture is \"{arch}\"; the candle target runs llama, qwen2, qwen3 and gemma2 GGUF files"),
+            )
+            .hint("use a server target (llama.cpp) for this file"));
+        }
+        let key = |k: &str| format!("{arch}.{k}");
+        let need = |k: &str| {
+            md_uint(&key(k)).filter(|&v| v > 0).ok_or_else(|| {
+                Error::in_file(
+                    path,
+                    format!("metadata {} is missing or not a positive integer", key(k)),
+                )
+            })
+        };
+        let heads = need("attention.head_count")?;
+        let kv_heads = need("attention.head_count_kv")?;
+        let embd = need("embedding_length")?;
+        let blocks = need("block_count")?;
+        // Each block has its own tensors: a count beyond the tensor table is a corrupt header
+        // (0xffffffff would make candle allocate billions of layers and abort).
+        if blocks > ct.tensor_infos.len() as u64 {
+            return Err(Error::in_file(
+                path,
+                format!(
+                    "{} is {blocks} but the file has only {} tensors",
+                    key("block_count"),
+                    ct.tensor_infos.len()
+                ),
+            ));
+        }
+        // Qwen3 and Gemma-2 heads may be wider than embedding_length / head_count
+        // (key_length says).
+        let own_head_dim = matches!(arch.as_str(), "qwen3" | "gemma2");
+        let head_dim = if own_head_dim {
+            need("attention.key_length")?
+        } else {
+            embd / heads
+        };
+        let rope_dim = md_uint(&key("rope.dimension_count")).unwrap_or(head_dim);
+        if heads % kv_heads != 0
+            || (!own_head_dim && embd % heads != 0)
+            || rope_dim % 2 != 0
+            || head_dim % 2 != 0
+            || rope_dim != head_dim
+        {
+            return Err(Error::in_file(
+                path,
+                format!("inconsistent {arch} metadata: head_count {heads}, head_count_kv {kv_heads}, embedding_length {embd}, head size {head_dim}, rope.dimension_count {rope_dim}"),
+            ));
+        }
+        let vocab = match ct.tensor_infos.get("token_embd.weight") {
+            Some(info) => match info.shape.dims() {
+                [v, e] if *e as u64 == embd => *v,
+                dims => {
+                    return Err(Error::in_file(
+                        path,
+                        format!("token_embd.weight has shape {dims:?}; expected [vocab, {embd}]"),
+                    ))
+                }
+            },
+            None => return Err(Error::in_file(path, "has no token_embd.weight tensor")),
+        };
+        let ctx = match arch.as_str() {
+            // quantized_llama precomputes a fixed table; the others size theirs from the file.
+            "llama" => md_uint(&key("context_length"))
+                .map_or(GGUF_MAX_POSITIONS, |c| (c as usize).min(GGUF_MAX_POSITIONS)),
+            _ => {
+                let c = need("context_length")? as usize;
+                if c > MAX_IN_PROCESS_POSITIONS {
+                    return Err(Error::in_file(
+                        path,
+                        format!("{} is {c}; the in-process model precomputes rotary tables for at most {MAX_IN_PROCESS_POSITIONS} positions", key("context_length")),
+                    )
+                    .hint("use a server target (llama.cpp) for this file"));
+                }
+                c
+            }
+        };
+        // candle's Gemma-2 applies its sliding window to every layer (transformers: every
+        // other one): the context stops at the window, where both agree.
+        let ctx = match md_uint(&key("attention.sliding_window")) {
+            Some(w) if arch == "gemma2" && w > 0 => ctx.min(w as usize),
+            _ => ctx,
+        };
+        let weight_eos: Vec<u32> = [
+            "tokenizer.ggml.eos_token_id",
+            "tokenizer.ggml.eot_token_id",
+            "tokenizer.ggml.eom_token_id",
+        ]
+        .iter()
+        .filter_map(|k| md_uint(k))
+        .filter_map(|v| u32::try_from(v).ok())
+        .collect();
+        let cannot = |e: candle_core::Error| {
+            Error::in_file(
+                path,
+                format!("cannot load the GGUF weights: {}", candle_msg(&e)),
+            )
+        };
+        let net = match arch.as_str() {
+            "gemma2" => {
+                let dims = GgufDims {
+                    heads,
+                    kv_heads,
+                    embd,
+                    blocks,
+                    head_dim,
+                    vocab,
+                    ctx,
+                };
+                let cfg = gemma2_gguf_config(&ct, path, &dims)?;
+                Net::Gemma2(gemma2_from_gguf(&ct, &mut file, path, &cfg)?)
+            }
+            "qwen2" => Net::GgufQwen2(
+                quantized_qwen2::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu)
+                    .map_err(cannot)?,
+            ),
+            "qwen3" => Net::GgufQwen3(
+                quantized_qwen3::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu)
+                    .map_err(cannot)?,
+            ),
+            _ => Net::Gguf(
+                quantized_llama::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu)
+                    .map_err(cannot)?,
+            ),
+        };
+        Self::assemble(
+            dir,
+            net,
+            path.to_path_buf(),
+            &format!("gguf-{arch}"),
+            vocab,
+            ctx,
+            weight_eos,
+        )
+    }
+}
+
+/// The dimensions `from_gguf` read and checked.
+pub(super) struct GgufDims {
+    heads: u64,
+    kv_heads: u64,
+    embd: u64,
+    blocks: u64,
+    head_dim: u64,
+    vocab: usize,
+    ctx: usize,
+}
+
+/// candle's `gemma2::Config` from llama.cpp's gemma2 keys (`Gemma2Model.set_gguf_parameters`).
+pub(super) fn gemma2_gguf_config(
+    ct: &gguf_file::Content,
+    path: &Path,
+    d: &GgufDims,
+) -> Result<gemma2::Config> {
+    let float = |k: &str| {
+        ct.metadata
+            .get(&format!("gemma2.{k}"))
+            .and_then(|v| {
+                v.to_f32()
+                    .ok()
+                    .or_else(|| v.to_f64().ok().map(|f| f as f32))
+            })
+            .map(f64::from)
+    };
+    let ffn = ct
+        .metadata
+        .get("gemma2.feed_forward_length")
+        .and_then(gguf_uint)
+        .filter(|&v| v > 0)
+        .ok_or_else(|| {
+            Error::in_file(
+                path,
+                "metadata gemma2.feed_forward_length is missing or not a positive integer",
+            )
+        })?;
+    Ok(gemma2::Config {
+        attention_bias: false,
+        head_dim: d.head_dim as usize,
+        hidden_activation: candle_nn::Activation::GeluPytorchTanh,
+        hidden_size: d.embd as usize,
+        intermediate_size: ffn as usize,
+        num_attention_heads: d.heads as usize,
+        num_hidden_layers: d.blocks as usize,
+        num_key_value_heads: d.kv_heads as usize,
+        rms_norm_eps: float("attention.layer_norm_rms_epsilon").unwrap_or(1e-6),
+        rope_theta: float("rope.freq_base").unwrap_or(10_000.0),
+        vocab_size: d.vocab,
+        final_logit_softcapping: float("final_logit_softcapping").filter(|&c| c > 0.0),
+        attn_logit_softcapping: float("attn_logit_softcapping").filter(|&c| c > 0.0),
+        // llama.cpp scales queries by 1/sqrt(key_length) (but for the 27B), as candle does.
+        query_pre_attn_scalar: d.head_dim as usize,
+        // The context is capped to the window, so the window never masks anything.
+        sliding_window: None,
+        max_position_embeddings: d.ctx,
+    })
+}
+
+/// A gemma2 GGUF's tensor → the checkpoint's name, and whether it is a norm (stored by
+/// llama.cpp's converter as `1 + w`).
+pub(super) fn gemma2_hf_name(gguf: &str) -> Option<(String, bool)> {
+    match gguf {
+        "token_embd.weight" => return Some(("model.embed_tokens.weight".into(), false)),
+        "output_norm.weight" => return Some(("model.norm.weight".into(), true)),
+        _ => {}
+    }
+    let rest = gguf.strip_prefix("blk.")?;
+    let (layer, tensor) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    let hf = match tensor {
+        "attn_norm.weight" => "input_layernorm.weight",
+        "post_attention_norm.weight" => "post_attention_layernorm.weight",
+        "ffn_norm.weight" => "pre_feedforward_layernorm.weight",
+        "post_ffw_norm.weight" => "post_feedforward_layernorm.weight",
+        "attn_q.weight" => "self_attn.q_proj.weight",
+        "attn_k.weight" => "self_attn.k_proj.weight",
+        "attn_v.weight" => "self_attn.v_proj.weight",
+        "attn_output.weight" => "self_attn.o_proj.weight",
+        "ffn_gate.weight" => "mlp.gate_proj.weight",
+        "ffn_up.weight" => "mlp.up_proj.weight",
+        "ffn_down.weight" => "mlp.down_proj.weight",
+        _ => return None,
+    };
+    Some((
+        format!("model.layers.{layer}.{hf}"),
+        hf.ends_with("layernorm.weight"),
+    ))
+}
+
+/// candle has no quantized Gemma-2: every tensor is dequantized to F32 under its checkpoint
+/// name (norms back to `w`) and the safetensors model is built from them. llama.cpp ties the
+/// output to the embeddings; a GGUF with its own `output.weight` would be run wrong, so it is
+/// refused.
+pub(super) fn gemma2_from_gguf(
+    ct: &gguf_file::Content,
+    file: &mut std::fs::File,
+    path: &Path,
+    cfg: &gemma2::Config,
+) -> Result<gemma2::Model> {
+    let cannot = |e: candle_core::Error| {
+        Error::in_file(
+            path,
+            format!("cannot load the GGUF weights: {}", candle_msg(&e)),
+        )
+    };
+    if ct.tensor_infos.contains_key("output.weight") {
+        return Err(Error::in_file(
+            path,
+            "has an output.weight tensor; candle's Gemma-2 ties the output head to token_embd",
+        )
+        .hint("use a server target (llama.cpp) for this file"));
+    }
+    let mut tensors = std::collections::HashMap::new();
+    for name in ct.tensor_infos.keys() {
+        let Some((hf, norm)) = gemma2_hf_name(name) else {
+            continue;
+        };
+        let q = ct.tensor(file, name, &Device::Cpu).map_err(cannot)?;
+        let mut t = q.dequantize(&Device::Cpu).map_err(cannot)?;
+        if norm {
+            t = (t - 1.0).map_err(cannot)?;
+        }
+        tensors.insert(hf, t);
+    }
+    let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
+    gemma2::Model::new(false, cfg, vb).map_err(cannot)
+}
+
+pub(super) fn gguf_uint(v: &gguf_file::Value) -> Option<u64> {
+    use gguf_file::Value as V;
+    match v {
+        V::U8(x) => Some(*x as u64),
+        V::U16(x) => Some(*x as u64),
+        V::U32(x) => Some(*x as u64),
+        V::U64(x) => Some(*x),
+        V::I8(x) => u64::try_from(*x).ok(),
+        V::I16(x) => u64::try_from(*x).ok(),
+        V::I32(x) => u64::try_from(*x).ok(),
+        V::I64(x) => u64::try_from(*x).ok(),
+        _ => None,
+    }
+}

@@ -1,0 +1,541 @@
+//! Running the gate: its stages in order — the context, the chains, the replay, the latency — and the report they fold into.
+#[allow(unused_imports)]
+use super::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::chain::online::{Online, Probe, ProbeSettings};
+use crate::chain::{self, Boundary, Context, Finding, Findings, Severity};
+use crate::endpoint::local::CandleTarget;
+use crate::endpoint::spec::{self, Target, TargetSpec};
+use crate::error::{Error, ErrorKind, Result};
+use crate::replay::prompts::{self, Prompt};
+use crate::report::GateReport;
+use crate::suite::Suite;
+
+/// What `chatgate gate` was asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct GateOptions {
+    pub suite: PathBuf,
+    /// `--target`: overrides the suite's `[target] url`.
+    pub target: Option<String>,
+    /// `--update`: accept this run's replies as snapshots and its latency as the baseline.
+    pub update: bool,
+    /// Show a progress bar (only ever on a terminal).
+    pub progress: bool,
+    /// `--deadline`: the whole run's budget in seconds (overrides `[target] deadline_s`).
+    pub deadline_s: Option<f64>,
+    /// `--shard K/N`: run this shard's share of the work ([`shard`]).
+    pub shard: Option<shard::Shard>,
+    /// `--part FILE`: write what the merge needs (with `--shard`).
+    pub part: Option<PathBuf>,
+}
+
+/// Checks the merge of sharded parts recomputes from every shard's results, so a part does not
+/// carry them: the replay verdict and everything judged from latency samples.
+pub(super) const RECOMPUTED: &[&str] = &[
+    "replay.snapshots",
+    "server.latency",
+    "server.latency-ttft",
+    "server.latency-tpot",
+    "server.latency-e2el",
+    "server.latency-itl",
+    "server.latency-baseline",
+    "server.latency-errors",
+    "server.latency-client",
+    "server.slo",
+];
+
+/// What a shard's part holds besides the report: filled in as the run goes.
+#[derive(Default)]
+pub(super) struct Pieces {
+    determinism: BTreeMap<String, String>,
+    latency: Option<latency::LatencyData>,
+}
+
+/// Run the gate within its deadline (`--deadline`, else `[target] deadline_s`): past it the
+/// run stops and reports exit 3, whatever the target was doing. A shard writes its part.
+pub async fn run_bounded(opts: &GateOptions) -> Result<GateReport> {
+    let suite = Suite::load(&opts.suite)?;
+    if opts.shard.is_some() && opts.update {
+        return Err(Error::input("--update accepts snapshots and the latency baseline from one whole run: run it without --shard")
+            .hint("shard the gate, and accept changes with an unsharded `chatgate gate SUITE --update`"));
+    }
+    if opts.shard.is_some() != opts.part.is_some() {
+        return Err(Error::input("--shard K/N and --part FILE go together: a shard writes the part `chatgate merge` reads"));
+    }
+    let deadline = opts
+        .deadline_s
+        .or(suite.file.target.as_ref().and_then(|t| t.deadline_s));
+    let mut pieces = Pieces::default();
+    let report = match deadline {
+        None => run_with(opts, &mut pieces).await?,
+        Some(secs) => within(opts, &suite, secs, &mut pieces).await?,
+    };
+    if let (Some(shard), Some(path)) = (opts.shard, &opts.part) {
+        write_part(&suite, shard, &report, pieces, path)?;
+    }
+    Ok(report)
+}
+
+pub(super) async fn within(
+    opts: &GateOptions,
+    suite: &Suite,
+    secs: f64,
+    pieces: &mut Pieces,
+) -> Result<GateReport> {
+    if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+        return Err(Error::input(format!(
+            "--deadline must be seconds above 0 and at most 86400, got {secs}"
+        )));
+    }
+    let started = Instant::now();
+    let limit = std::time::Duration::from_secs_f64(secs);
+    match tokio::time::timeout(limit, run_with(opts, pieces)).await {
+        Ok(r) => r,
+        Err(_) => {
+            // What was measured before the deadline is not a whole shard's work: dropped.
+            *pieces = Pieces::default();
+            let spec = spec::resolve(opts.target.as_deref(), suite)?;
+            let report = empty_report(suite, &spec);
+            let mut findings = Findings::default();
+            findings.push(
+                Finding::new(
+                    Boundary::Server,
+                    "server.reachable",
+                    Severity::Error,
+                    format!("the run's deadline of {secs} s passed before the gate finished: the target is too slow or stalled"),
+                )
+                .with("hint", "raise --deadline (or [target] deadline_s), or look at the server"),
+            );
+            Ok(finish(report, findings, started, 3))
+        }
+    }
+}
+
+/// A shard's part: its report's findings minus those the merge recomputes, its prompt results
+/// and its raw latency samples.
+pub(super) fn write_part(
+    suite: &Suite,
+    shard: shard::Shard,
+    report: &GateReport,
+    pieces: Pieces,
+    path: &std::path::Path,
+) -> Result<()> {
+    let prompts = load_prompts(suite)?
+        .map(|p| p.chosen.into_iter().map(|p| p.id).collect())
+        .unwrap_or_default();
+    merge::Part {
+        format: merge::PART_FORMAT.into(),
+        chatgate: env!("CARGO_PKG_VERSION").into(),
+        shard,
+        suite: suite.name.clone(),
+        suite_file: suite.path.clone(),
+        suite_sha256: merge::suite_sha256(suite)?,
+        target: report.target.clone(),
+        prompts,
+        findings: report
+            .findings
+            .0
+            .iter()
+            .filter(|f| !RECOMPUTED.contains(&f.check))
+            .cloned()
+            .collect(),
+        determinism: pieces.determinism,
+        results: report.prompts.clone(),
+        latency: pieces.latency,
+        exit_code: report.exit_code,
+        duration_s: report.duration_s,
+    }
+    .write(path)
+}
+
+/// Run the whole gate (unsharded).
+pub async fn run(opts: &GateOptions) -> Result<GateReport> {
+    run_with(opts, &mut Pieces::default()).await
+}
+
+/// Run the gate (or a shard of it). `Err` is bad input (exit 2); an unreachable target is a
+/// report with exit code 3, so the report still says how far the run got.
+pub(super) async fn run_with(opts: &GateOptions, pieces: &mut Pieces) -> Result<GateReport> {
+    let started = Instant::now();
+    let mut suite = Suite::load(&opts.suite)?;
+    let spec = spec::resolve(opts.target.as_deref(), &suite)?;
+    let under_test = model_under_test(&mut suite, &spec);
+    let prompts = load_prompts(&suite)?;
+    let (target, reference) = open_targets(&spec, &suite).await?;
+    let mut report = empty_report(&suite, &spec);
+    let progress = progress::Progress::new(opts.progress);
+    let mut findings = Findings::default();
+    // Every shard predicts what the server feeds the model (the stack, the template's date).
+    let ctx = load_context(&suite, &target).await?;
+    let mut dates = dates::plan(&ctx, &target);
+    // The chains run once, in shard 1: they judge the whole chain, not a share of the work.
+    let determinism = if opts.shard.is_none_or(|s| s.runs_chain()) {
+        findings.extend(under_test);
+        // The reference renders the day the server does, so their replies compare.
+        if let (Some(r), Target::Http(_)) = (&reference, &target) {
+            r.set_template_now(dates.local_now());
+        }
+        match chains(
+            &ctx,
+            &target,
+            reference.as_ref(),
+            prompts.as_ref(),
+            dates.local_now(),
+            &progress,
+        )
+        .await
+        {
+            Ok(Chains::Ran(f, d, seen)) => {
+                findings.extend(f);
+                dates.seen(seen);
+                d
+            }
+            Ok(Chains::Stopped(f)) => {
+                findings.extend(f);
+                return Ok(finish(report, findings, started, 3));
+            }
+            Err(e) => return Err(e),
+        }
+    } else {
+        BTreeMap::new()
+    };
+    pieces.determinism = determinism
+        .iter()
+        .map(|(id, d)| (id.clone(), d.name().to_string()))
+        .collect();
+
+    if let Some(set) = &prompts {
+        let replayed = replay::run(
+            &suite,
+            &spec,
+            &target,
+            set,
+            &determinism,
+            &dates,
+            opts.update,
+            opts.shard,
+            &progress,
+        )
+        .await?;
+        findings.extend(replayed.findings);
+        report.prompts = replayed.prompts;
+        if let Some(f) = breaker_finding(&target) {
+            findings.push(f);
+            return Ok(finish(report, findings, started, 3));
+        }
+        if replayed.unreachable {
+            return Ok(finish(report, findings, started, 3));
+        }
+        if let Some(section) = &suite.file.latency {
+            let (measured, data) = latency::run(
+                &suite,
+                &spec,
+                &target,
+                &set.chosen,
+                section,
+                opts.update,
+                opts.shard,
+                &progress,
+            )
+            .await?;
+            pieces.latency = Some(data);
+            findings.extend(measured.findings);
+            report.latency = measured.rows;
+            report.latency_totals = Some(measured.totals);
+            if let Some(why) = measured.unreachable {
+                findings.push(Finding::new(
+                    Boundary::Server,
+                    "server.reachable",
+                    Severity::Error,
+                    why,
+                ));
+                return Ok(finish(report, findings, started, 3));
+            }
+            if let Some(f) = breaker_finding(&target) {
+                findings.push(f);
+                return Ok(finish(report, findings, started, 3));
+            }
+        }
+    }
+    progress.finish();
+    chain::policy::apply_policy(&mut findings.0, &suite.file.server);
+    let code = if findings.has_errors() { 1 } else { 0 };
+    Ok(finish(report, findings, started, code))
+}
+
+pub(super) enum Chains {
+    /// The offline and online findings, each probed prompt's determinism class, and the day
+    /// the server was seen rendering (a template that prints the date).
+    Ran(
+        Vec<Finding>,
+        BTreeMap<String, chain::online::Determinism>,
+        Option<chrono::NaiveDate>,
+    ),
+    /// The target stopped answering: these findings end the report (exit 3).
+    Stopped(Vec<Finding>),
+}
+
+/// What the chain predicts the server feeds the model: the suite's stack, else the one the
+/// server's routes reveal (llama.cpp, llama-cpp-python, TGI, vLLM/SGLang), else the model
+/// format's default.
+pub(super) async fn load_context(suite: &Suite, target: &Target) -> Result<Context> {
+    let detected = match (target, suite.file.target.as_ref().and_then(|t| t.stack)) {
+        (Target::Http(h), None) => h.introspect().await.stack(),
+        _ => None,
+    };
+    let suite = suite.clone();
+    tokio::task::spawn_blocking(move || {
+        let model = crate::artifacts::ModelDir::open(&suite.model_dir)?;
+        Context::load_with(suite, model, detected)
+    })
+    .await
+    .map_err(|e| Error::input(format!("loading the suite failed: {e}")))?
+}
+
+/// The offline chain, then the online chain against a server.
+pub(super) async fn chains(
+    ctx: &Context,
+    target: &Target,
+    reference: Option<&CandleTarget>,
+    prompts: Option<&PromptSet>,
+    local_now: Option<chrono::NaiveDateTime>,
+    progress: &progress::Progress,
+) -> Result<Chains> {
+    let mut findings = chain::run_offline(ctx, progress.enabled())?.0;
+    let chosen = prompts.map(|p| p.chosen.as_slice());
+    match online(ctx, target, reference, chosen, local_now, progress).await {
+        Ok(r) => {
+            findings.extend(r.findings);
+            if let Some(f) = breaker_finding(target) {
+                findings.push(f);
+                return Ok(Chains::Stopped(findings));
+            }
+            Ok(Chains::Ran(findings, r.determinism, r.server_day))
+        }
+        Err(e) if e.kind == ErrorKind::Unreachable => {
+            findings.push(unreachable_finding(&e));
+            Ok(Chains::Stopped(findings))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// One model under test: `--target candle:DIR` replays DIR, so the offline chain checks DIR
+/// too (against the suite's lock), not `[model] dir`.
+pub(super) fn model_under_test(suite: &mut Suite, spec: &TargetSpec) -> Option<Finding> {
+    let TargetSpec::Candle(dir) = spec else {
+        return None;
+    };
+    if same_path(dir, &suite.model_dir) {
+        return None;
+    }
+    let configured = std::mem::replace(&mut suite.model_dir, dir.clone());
+    Some(
+        Finding::new(
+            Boundary::Checkpoint,
+            "checkpoint.model-dir",
+            Severity::Info,
+            format!(
+                "the offline chain checks {} (the --target), not [model] dir {}",
+                dir.display(),
+                configured.display()
+            ),
+        )
+        .with(
+            "hint",
+            "set [model] dir to it to make this the suite's model",
+        ),
+    )
+}
+
+/// A report with nothing in it yet.
+pub(super) fn empty_report(suite: &Suite, spec: &TargetSpec) -> GateReport {
+    GateReport {
+        suite: suite.name.clone(),
+        suite_file: suite.path.display().to_string(),
+        target: spec.display(),
+        findings: Findings::default(),
+        prompts: Vec::new(),
+        latency: Vec::new(),
+        latency_totals: None,
+        definitions: crate::latency::definitions(),
+        duration_s: 0.0,
+        exit_code: 0,
+    }
+}
+
+pub(super) fn finish(
+    mut report: GateReport,
+    mut findings: Findings,
+    started: Instant,
+    code: i32,
+) -> GateReport {
+    findings.sort();
+    report.findings = findings;
+    report.duration_s = started.elapsed().as_secs_f64();
+    report.exit_code = code;
+    report
+}
+
+/// The target stopped answering mid-run (the HTTP client's circuit breaker opened).
+pub(super) fn breaker_finding(target: &Target) -> Option<Finding> {
+    let Target::Http(h) = target else {
+        return None;
+    };
+    h.breaker_open().map(|why| {
+        Finding::new(
+            Boundary::Server,
+            "server.reachable",
+            Severity::Error,
+            format!("the server stopped answering: {why}"),
+        )
+        .with("target", h.base_url())
+    })
+}
+
+pub(super) fn unreachable_finding(e: &Error) -> Finding {
+    let mut f = Finding::new(
+        Boundary::Server,
+        "server.reachable",
+        Severity::Error,
+        e.problem.clone(),
+    );
+    if let Some(h) = &e.hint {
+        f = f.with("hint", h);
+    }
+    f
+}
+
+/// The replayed prompts (after the tag filters), and every prompt id of the file: a snapshot of
+/// a prompt the filters leave out is not an orphan.
+pub struct PromptSet {
+    pub chosen: Vec<Prompt>,
+    pub all_ids: Vec<String>,
+}
+
+pub(super) fn load_prompts(suite: &Suite) -> Result<Option<PromptSet>> {
+    let (Some(path), Some(section)) = (&suite.replay_prompts, &suite.file.replay) else {
+        return Ok(None);
+    };
+    let all = prompts::load(path, section)?;
+    let all_ids = all.iter().map(|p| p.id.clone()).collect();
+    let chosen = prompts::selected(all, section);
+    if chosen.is_empty() {
+        return Err(Error::in_file(
+            &suite.path,
+            "the [replay] tag filters leave no prompt to replay",
+        ));
+    }
+    Ok(Some(PromptSet { chosen, all_ids }))
+}
+
+/// The target, and the reference checkpoint (shared when both are the same candle model).
+pub(super) async fn open_targets(
+    spec: &TargetSpec,
+    suite: &Suite,
+) -> Result<(Target, Option<CandleTarget>)> {
+    let (spec, suite) = (spec.clone(), suite.clone());
+    tokio::task::spawn_blocking(move || {
+        let target = Target::open(&spec, &suite)?;
+        let reference = match (&suite.reference_model, &target) {
+            (None, _) => None,
+            (Some(r), Target::Candle(c)) if same_path(r, c.path()) => Some(c.clone()),
+            (Some(r), _) => Some(
+                CandleTarget::load(r)
+                    .map_err(|e| e.hint("[reference] model is loaded locally with candle"))?
+                    .with_template_now(suite.template_now),
+            ),
+        };
+        Ok((target, reference))
+    })
+    .await
+    .map_err(|e| Error::input(format!("loading the target failed: {e}")))?
+}
+
+pub(super) fn same_path(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// The online chain, when the target is a server.
+pub(super) async fn online(
+    ctx: &Context,
+    target: &Target,
+    reference: Option<&CandleTarget>,
+    prompts: Option<&[Prompt]>,
+    local_now: Option<chrono::NaiveDateTime>,
+    progress: &progress::Progress,
+) -> Result<chain::online::OnlineResult> {
+    let Some(http) = target.http() else {
+        return Ok(chain::online::OnlineResult {
+            findings: vec![Finding::new(
+                Boundary::Server,
+                "server.target",
+                Severity::Info,
+                "the target runs in-process (candle): the server boundary is not exercised; point --target at a server to check it",
+            )],
+            determinism: Default::default(),
+            server_day: None,
+        });
+    };
+    let server = &ctx.suite.file.server;
+    let probes = probes(ctx, prompts, server.probes.unwrap_or(4));
+    progress.stage("online chain", 0);
+    let online = Online {
+        ctx,
+        http,
+        model: spec::model_name(&ctx.suite),
+        reference,
+        settings: ProbeSettings {
+            max_tokens: server.max_tokens.unwrap_or(24),
+            repeats: server.repeats.unwrap_or(3),
+            concurrency: server.concurrency.unwrap_or(2),
+            seed: 1234,
+            top_logprobs: 5,
+        },
+        local_now,
+    };
+    online.run(&probes).await
+}
+
+/// Probe conversations: the replay prompts (greedy ones first), else the suite's
+/// conversations cut before their last assistant turn.
+pub(super) fn probes(ctx: &Context, prompts: Option<&[Prompt]>, n: usize) -> Vec<Probe> {
+    if let Some(p) = prompts {
+        let mut v: Vec<&Prompt> = p
+            .iter()
+            .filter(|p| p.settings.temperature == 0.0 && p.settings.stop.is_empty())
+            .collect();
+        v.truncate(n);
+        return v
+            .into_iter()
+            .map(|p| Probe {
+                id: p.id.clone(),
+                messages: p.messages.clone(),
+                tools: p.tools.clone(),
+            })
+            .collect();
+    }
+    ctx.conversations
+        .iter()
+        .filter_map(|c| {
+            let last_user = c
+                .messages
+                .iter()
+                .rposition(|m| m.get("role").and_then(Value::as_str) == Some("user"))?;
+            Some(Probe {
+                id: c.id.clone(),
+                messages: c.messages[..=last_user].to_vec(),
+                tools: c.tools.clone(),
+            })
+        })
+        .take(n)
+        .collect()
+}
