@@ -15,7 +15,7 @@ from tokenizers import Tokenizer  # noqa: E402
 
 from transformers_rule import resolve_class, transformers_tokenizer_json  # noqa: E402
 
-C = "/work/shared/corpus"
+C = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "corpus")
 VAR = "/root/.cache/chatgate/variants"
 GOLDENS = ["TinyLlama-1.1B-Chat-v1.0", "Phi-3-mini-4k-instruct", "Mistral-7B-Instruct-v0.3", "Qwen2.5-0.5B-Instruct"]
 
