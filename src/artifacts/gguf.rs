@@ -104,7 +104,7 @@ pub fn ggml_type_name(id: u32) -> String {
 }
 
 /// Bytes of tensor data, for the types whose layout is known.
-fn tensor_bytes(t: &GgufTensor) -> Option<u64> {
+pub fn tensor_bytes(t: &GgufTensor) -> Option<u64> {
     let (_, block_elems, block_bytes) = ggml_type(t.ggml_type)?;
     let elements = t.dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
     (elements / block_elems).checked_mul(block_bytes)

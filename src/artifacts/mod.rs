@@ -30,10 +30,16 @@ mod templates;
 pub(crate) mod tokenizer_files;
 
 pub use config::{read_generation_config, read_model_config};
-pub use gguf::{ggml_type_name, metadata_group, metadata_hashes, read_gguf, GgufTensor};
+pub use gguf::{
+    ggml_type_name, metadata_group, metadata_hashes, read_gguf, tensor_bytes as gguf_tensor_bytes,
+    GgufTensor,
+};
 pub use gguf_tokenizer::{build as build_gguf_tokenizer, tokenizer_from_gguf, GgufTokenizer};
 pub use hashing::{sha256_file, sha256_hex, total_hash};
-pub use safetensors::{read_header as read_safetensors_header, read_index as read_shard_index};
+pub use safetensors::{
+    read_header as read_safetensors_header, read_index as read_shard_index,
+    MAX_HEADER_BYTES as SAFETENSORS_MAX_HEADER_BYTES,
+};
 pub use templates::gguf_templates;
 pub use tokenizer_files::{
     read_special_tokens_map, read_tokenizer_config, read_tokenizer_json, NAMED_TOKEN_KEYS,

@@ -10,8 +10,25 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
     Ok(out)
 }
 
+/// No weights here, and a recorded reference bound to the lock: the served weights are checked
+/// by their behaviour against the recording (chain/recording.rs), not by hash.
+fn weightless_with_recording(ctx: &Context) -> bool {
+    ctx.model.weights.is_empty() && ctx.recording.is_some()
+}
+
+const BEHAVIOURALLY: &str = "no weight files here: the served weights are checked by their behaviour against the recorded reference (checkpoint.fingerprint), not by hash";
+
 fn presence(ctx: &Context) -> Finding {
     let n = ctx.model.weights.len();
+    if weightless_with_recording(ctx) {
+        return Finding::new(
+            Checkpoint,
+            "checkpoint.weights-present",
+            Severity::Info,
+            BEHAVIOURALLY,
+        )
+        .with("dir", ctx.model.root.display());
+    }
     if n == 0 {
         return Finding::new(
             Checkpoint,
@@ -31,6 +48,9 @@ fn presence(ctx: &Context) -> Finding {
 
 fn shards(ctx: &Context) -> Option<Finding> {
     let index = ctx.model.shard_index.as_ref()?;
+    if weightless_with_recording(ctx) {
+        return None;
+    }
     Some(if index.missing_shards.is_empty() {
         Finding::pass(
             Checkpoint,
@@ -64,6 +84,10 @@ fn weights_vs_lock(ctx: &Context) -> Result<Finding> {
             format!("chatgate lock {}", ctx.suite.path.display()),
         ));
     };
+    if weightless_with_recording(ctx) {
+        return Ok(Finding::new(Checkpoint, ID, Severity::Info, BEHAVIOURALLY)
+            .with("locked", short(&lock.weights.total)));
+    }
     // Locks made before GGUF tensor data and metadata were hashed apart hold whole-file
     // hashes: compare like with like, and say how to move on.
     let whole_file_lock = lock.hashes_whole_gguf_files();

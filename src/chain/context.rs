@@ -161,6 +161,8 @@ pub struct Context {
     /// How many of `conversations` are golden rows.
     pub golden_sample: usize,
     pub lock: Option<lock::Lock>,
+    /// The recorded reference beside the lock (`chatgate lock --fingerprint`), bound to it.
+    pub recording: Option<super::recording::Recording>,
     /// What the serving template does with dates (none without a serving pipeline).
     pub dates: dates::TemplateDates,
 }
@@ -173,6 +175,19 @@ impl Context {
 
     /// Load predicting the suite's stack, else a detected one, else the model format's default.
     pub fn load_with(
+        suite: Suite,
+        model: ModelDir,
+        detected: Option<(Stack, String)>,
+    ) -> Result<Context> {
+        let mut ctx = Context::load_unbound(suite, model, detected)?;
+        let path = super::recording::path_for(&ctx.suite.lock_path);
+        ctx.recording = super::recording::Recording::read(&path, ctx.lock.as_ref())?;
+        Ok(ctx)
+    }
+
+    /// Load without the recorded reference: what `chatgate lock --fingerprint` records it from
+    /// (the recording there may be the stale one it replaces).
+    pub fn load_unbound(
         suite: Suite,
         model: ModelDir,
         detected: Option<(Stack, String)>,
@@ -212,6 +227,7 @@ impl Context {
             sft,
             conversations,
             lock,
+            recording: None,
         })
     }
 }

@@ -11,6 +11,7 @@ pub mod lock;
 pub mod online;
 pub mod policy;
 pub mod probe;
+pub mod recording;
 pub mod rows;
 pub mod sft_stream;
 pub mod shapes;

@@ -3,6 +3,7 @@ use serde_json::json;
 
 use super::{CheckArgs, Format, LockArgs};
 use crate::artifacts::ModelDir;
+use crate::chain::recording::{self, Recording};
 use crate::chain::{self, lock::Lock, Context};
 use crate::error::Result;
 use crate::report;
@@ -44,6 +45,9 @@ pub fn run_lock(a: LockArgs) -> Result<i32> {
     match Lock::read(path)? {
         Some(old) if old == new => {
             println!("{}: up to date", path.display());
+            if a.fingerprint {
+                return record_fingerprint(&suite, &new, a.update);
+            }
             return Ok(0);
         }
         Some(old) => {
@@ -68,6 +72,48 @@ pub fn run_lock(a: LockArgs) -> Result<i32> {
         path.display(),
         chain::lock::short(&new.weights.total),
         new.weights.files.len()
+    );
+    if a.fingerprint {
+        return record_fingerprint(&suite, &new, a.update);
+    }
+    Ok(0)
+}
+
+/// `lock --fingerprint`: record the reference beside the lock; a recording that differs is
+/// replaced only with --update.
+fn record_fingerprint(suite: &Suite, lock: &Lock, update: bool) -> Result<i32> {
+    let path = recording::path_for(&suite.lock_path);
+    let new = super::runtime()?.block_on(crate::gate::fingerprint::record(suite, lock))?;
+    let old = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Recording>(&t).ok());
+    if let Some(old) = &old {
+        if old.same_reference(&new) {
+            println!("{}: up to date", path.display());
+            return Ok(0);
+        }
+        if !update {
+            println!(
+                "{}: the reference now answers otherwise than the recording ({})",
+                path.display(),
+                match old.bound_to(lock) {
+                    Ok(()) => "same lock; other replies or settings".to_string(),
+                    Err(why) => why,
+                }
+            );
+            eprintln!("chatgate: the recording was NOT changed; rerun with --update to accept the new one");
+            return Ok(1);
+        }
+    }
+    new.write(&path)?;
+    let tokens: usize = new.probes.iter().map(|p| p.token_ids.len()).sum();
+    println!(
+        "{}: recorded {} probe(s), {tokens} reply tokens with their top-{} logprobs, by {} ({})",
+        path.display(),
+        new.probes.len(),
+        new.settings.top_logprobs,
+        new.computed_by.engine,
+        new.computed_by.dtype
     );
     Ok(0)
 }

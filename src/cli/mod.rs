@@ -66,7 +66,12 @@ Exit 0: no error finding. Exit 1: at least one error finding (the report names t
     #[command(
         long_about = "Hash the weights, fingerprint the tokenizer and hash the serving template, and write them to \
 the suite's lock file (default: <suite>.lock.json beside the suite). The write is atomic. An existing lock that differs \
-is only replaced with --update; the differences are printed either way."
+is only replaced with --update; the differences are printed either way.\n\n\
+With --fingerprint it also records the reference once, where it fits: the suite's [reference] model (else its \
+[model] dir) answers the gate's probes in-process, and its prompt ids, greedy replies and top-5 logprobs go to \
+<suite>.fingerprint.json beside the lock, bound to the lock's hashes. Commit it: the gate then fingerprints a \
+server against the recording, and the machine that runs the gate needs no weights at all (a model directory \
+with only config, tokenizer and template files). A recording that no longer matches the lock is refused."
     )]
     Lock(LockArgs),
     /// Serve the model over an OpenAI-compatible HTTP API, optionally with faults injected on purpose.
@@ -239,9 +244,12 @@ pub struct CheckArgs {
 pub struct LockArgs {
     /// The suite manifest (TOML).
     pub suite: PathBuf,
-    /// Replace an existing lock that differs (the explicit accept).
+    /// Replace an existing lock (and recording) that differs (the explicit accept).
     #[arg(long)]
     pub update: bool,
+    /// Also record the reference's behaviour beside the lock (<suite>.fingerprint.json).
+    #[arg(long)]
+    pub fingerprint: bool,
 }
 
 /// Resolves on SIGINT or SIGTERM (the servers' graceful shutdown).

@@ -42,6 +42,7 @@ use crate::template::{ChatTemplate, RenderRequest, TemplateError};
 pub mod detok;
 mod gguf;
 mod hyper;
+pub mod memory;
 mod net;
 mod safetensors;
 pub mod sampling;
@@ -124,6 +125,11 @@ impl CandleModel {
         let meta = std::fs::metadata(path).map_err(|e| {
             Error::io(path, e).hint("give a Hugging Face model directory or a .gguf file")
         })?;
+        memory::ensure_fits(
+            path,
+            "this checkpoint",
+            "free memory, or load a quantized GGUF of it (Q8_0 and below stay quantized in memory)",
+        )?;
         if meta.is_file() {
             if !is_ext(path, "gguf") {
                 return Err(Error::in_file(path, "is a file but not a .gguf model")

@@ -103,6 +103,14 @@ impl CandleTarget {
         .await
     }
 
+    /// The architecture candle runs ("llama", "qwen2", ...).
+    pub fn architecture(&self) -> String {
+        self.model
+            .lock()
+            .map(|m| m.architecture().to_string())
+            .unwrap_or_default()
+    }
+
     pub fn decode_token(&self, id: u32) -> String {
         self.model
             .lock()

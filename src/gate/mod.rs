@@ -5,6 +5,7 @@
 //! gates on exact text, and every finding lands in one list so the first broken boundary (and
 //! the downstream symptoms it explains) can be named.
 pub mod dates;
+pub mod fingerprint;
 pub mod latency;
 pub mod merge;
 pub mod progress;

@@ -7,8 +7,10 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::chain::online::{Online, Probe, ProbeSettings};
+use crate::chain::online::{Online, Probe, ProbeSettings, Reference};
+use crate::chain::recording;
 use crate::chain::{self, Boundary, Context, Finding, Findings, Severity};
+use crate::endpoint::candle::memory;
 use crate::endpoint::local::CandleTarget;
 use crate::endpoint::spec::{self, Target, TargetSpec};
 use crate::error::{Error, ErrorKind, Result};
@@ -442,19 +444,30 @@ pub(super) async fn open_targets(
     let (spec, suite) = (spec.clone(), suite.clone());
     tokio::task::spawn_blocking(move || {
         let target = Target::open(&spec, &suite)?;
+        // A recorded reference beside the lock stands in for loading one (the chain checks it
+        // is bound to the lock).
+        let recorded = recording::path_for(&suite.lock_path).exists();
         let reference = match (&suite.reference_model, &target) {
             (None, _) => None,
             (Some(r), Target::Candle(c)) if same_path(r, c.path()) => Some(c.clone()),
-            (Some(r), _) => Some(
-                CandleTarget::load(r)
-                    .map_err(|e| e.hint("[reference] model is loaded locally with candle"))?
-                    .with_template_now(suite.template_now),
-            ),
+            (Some(_), _) if recorded => None,
+            (Some(r), _) => Some(load_reference(r, &suite)?),
         };
         Ok((target, reference))
     })
     .await
     .map_err(|e| Error::input(format!("loading the target failed: {e}")))?
+}
+
+/// What to do when the reference cannot be loaded here.
+pub const REFERENCE_WAYS_OUT: &str = "three ways out: (1) record the reference once on a machine where it fits, `chatgate lock SUITE.toml --fingerprint`, and commit the recording beside the lock: the gate then needs no weights; (2) point [reference] model at a quantized GGUF of the same checkpoint (Q8_0 and below stay quantized in memory); (3) run the gate on a machine with more memory";
+
+/// The `[reference]` checkpoint in-process, refused before loading when it cannot fit.
+pub fn load_reference(path: &std::path::Path, suite: &Suite) -> Result<CandleTarget> {
+    memory::ensure_fits(path, "the [reference] checkpoint", REFERENCE_WAYS_OUT)?;
+    Ok(CandleTarget::load(path)
+        .map_err(|e| e.hint("[reference] model is loaded locally with candle"))?
+        .with_template_now(suite.template_now))
 }
 
 pub(super) fn same_path(a: &std::path::Path, b: &std::path::Path) -> bool {
@@ -488,21 +501,32 @@ pub(super) async fn online(
     let server = &ctx.suite.file.server;
     let probes = probes(ctx, prompts, server.probes.unwrap_or(4));
     progress.stage("online chain", 0);
+    let reference = match (&ctx.recording, reference) {
+        (Some(rec), _) => Some(Reference::Recorded(rec)),
+        (None, Some(r)) => Some(Reference::Local(r)),
+        (None, None) => None,
+    };
     let online = Online {
         ctx,
         http,
         model: spec::model_name(&ctx.suite),
         reference,
-        settings: ProbeSettings {
-            max_tokens: server.max_tokens.unwrap_or(24),
-            repeats: server.repeats.unwrap_or(3),
-            concurrency: server.concurrency.unwrap_or(2),
-            seed: 1234,
-            top_logprobs: 5,
-        },
+        settings: probe_settings(ctx),
         local_now,
     };
     online.run(&probes).await
+}
+
+/// The probe pass's requests, from the suite's `[server]`.
+pub fn probe_settings(ctx: &Context) -> ProbeSettings {
+    let server = &ctx.suite.file.server;
+    ProbeSettings {
+        max_tokens: server.max_tokens.unwrap_or(24),
+        repeats: server.repeats.unwrap_or(3),
+        concurrency: server.concurrency.unwrap_or(2),
+        seed: 1234,
+        top_logprobs: 5,
+    }
 }
 
 /// Probe conversations: the replay prompts (greedy ones first), else the suite's

@@ -1,7 +1,8 @@
 //! Boundary 1 online: is the server running the checkpoint we trained? What it says it serves
 //! (identity against the lock), and what it does: the log-probabilities it reports for its own
 //! tokens against a local candle run of the reference checkpoint on the same prompt ids.
-use super::{first_reply_ids, Observed, Online, ProbeRun};
+use super::{first_reply_ids, Determinism, Observed, Online, ProbeRun, Reference};
+use crate::chain::recording::{RecordedProbe, Recording};
 use crate::chain::{Boundary::Checkpoint, Finding, Severity};
 use crate::replay::Record;
 
@@ -94,20 +95,45 @@ fn identity(online: &Online, obs: &Observed) -> Finding {
     f
 }
 
-/// The behavioural fingerprint: the reference's logprobs of the server's own tokens.
+const ID: &str = "checkpoint.fingerprint";
+
+/// The behavioural fingerprint: the server's own tokens against the reference checkpoint's.
 async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
-    const ID: &str = "checkpoint.fingerprint";
-    let Some(reference) = online.reference else {
-        return Finding::new(Checkpoint, ID, Severity::Info, "the suite names no [reference] model: the served checkpoint's behaviour is not fingerprinted");
-    };
-    let tol = online
+    match online.reference {
+        None => Finding::new(Checkpoint, ID, Severity::Info, "the suite names no [reference] model and has no recorded reference: the served checkpoint's behaviour is not fingerprinted")
+            .with("to record one", format!("chatgate lock {} --fingerprint", online.ctx.suite.path.display())),
+        Some(Reference::Local(r)) => teacher_forced(online, obs, r).await,
+        Some(Reference::Recorded(rec)) => against_recording(online, obs, rec).await,
+    }
+}
+
+/// Largest |server − reference| logprob still counted as the same checkpoint.
+fn tolerance(online: &Online) -> f32 {
+    online
         .ctx
         .suite
         .file
         .reference
         .as_ref()
         .and_then(|r| r.logprob_tolerance)
-        .unwrap_or(DEFAULT_TOLERANCE);
+        .unwrap_or(DEFAULT_TOLERANCE)
+}
+
+/// The server's generated ids: reported, or recovered through its own tokenizer.
+async fn reply_ids(online: &Online<'_>, main: &Record) -> Option<Vec<u32>> {
+    match first_reply_ids(main, online) {
+        Some(ids) => Some(ids),
+        None => ids_by_server_tokenizer(online, main).await,
+    }
+}
+
+/// The reference in-process: its logprobs of the server's own tokens, teacher-forced.
+async fn teacher_forced(
+    online: &Online<'_>,
+    obs: &Observed,
+    reference: &crate::endpoint::local::CandleTarget,
+) -> Finding {
+    let tol = tolerance(online);
     let mut compared = 0;
     let mut inconclusive = Vec::new();
     let mut worst: Option<(f32, String)> = None;
@@ -118,11 +144,7 @@ async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
             inconclusive.push(run.probe.id.clone());
             continue;
         };
-        let ids = match first_reply_ids(main, online) {
-            Some(ids) => Some(ids),
-            None => ids_by_server_tokenizer(online, main).await,
-        };
-        let Some(ids) = ids else {
+        let Some(ids) = reply_ids(online, main).await else {
             // The server reported neither ids nor logprob tokens the vocabulary confirms.
             inconclusive.push(format!("{} (generated ids unconfirmed)", run.probe.id));
             continue;
@@ -177,6 +199,158 @@ async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
             .with("where", drift.join("; "));
     }
     f
+}
+
+/// The recorded reference: the server's temperature-0 reply must follow the recorded greedy
+/// reply, each shared token's logprob within the tolerance, and where the two part, the
+/// recorded top-k must show a near tie (numeric drift), else it is another checkpoint. Only
+/// probes the server fed the recorded prompt ids count.
+async fn against_recording(online: &Online<'_>, obs: &Observed, rec: &Recording) -> Finding {
+    let tol = tolerance(online);
+    let mut compared = 0;
+    let mut inconclusive = Vec::new();
+    let mut worst: Option<(f32, String)> = None;
+    let mut drift = Vec::new();
+    for run in &obs.runs {
+        let Some(main) = run.main() else { continue };
+        let id = &run.probe.id;
+        let Some(recorded) = online.recorded(rec, &run.probe) else {
+            inconclusive.push(format!(
+                "{id} (not in the recording, or recorded with other messages or settings)"
+            ));
+            continue;
+        };
+        let Some(prompt) = run.confirmed_prompt() else {
+            inconclusive.push(format!("{id} (the server's prompt ids are unconfirmed)"));
+            continue;
+        };
+        if prompt != recorded.prompt_ids.as_slice() {
+            inconclusive.push(format!("{id} (the server's prompt ids are not the recorded ones: the template boundary says why)"));
+            continue;
+        }
+        if run.determinism() == Some(Determinism::Sampled) {
+            inconclusive.push(format!(
+                "{id} (the server samples at temperature 0: server.determinism)"
+            ));
+            continue;
+        }
+        let Some(ids) = reply_ids(online, main).await else {
+            inconclusive.push(format!("{id} (generated ids unconfirmed)"));
+            continue;
+        };
+        compared += 1;
+        match follow_recording(id, main, &ids, recorded, tol) {
+            Verdict::Same => {}
+            Verdict::Drift(d) => drift.push(d),
+            Verdict::Different(gap, detail) => {
+                if worst.as_ref().is_none_or(|(g, _)| gap > *g) {
+                    worst = Some((gap, detail));
+                }
+            }
+        }
+    }
+    let by = &rec.computed_by;
+    let computed = format!(
+        "{} ({}, {}), chatgate {}",
+        by.reference, by.engine, by.dtype, by.chatgate
+    );
+    if let Some((_, detail)) = worst {
+        return Finding::new(
+            Checkpoint,
+            ID,
+            Severity::Error,
+            "the server behaves like another checkpoint than the recorded reference",
+        )
+        .with("first difference", detail)
+        .with("recorded reference", computed)
+        .with("tolerance", format!("{tol} nats"));
+    }
+    if compared == 0 {
+        let mut f = Finding::new(
+            Checkpoint,
+            ID,
+            Severity::Warning,
+            "unconfirmed: no probe could be compared with the recorded reference",
+        );
+        if !inconclusive.is_empty() {
+            f = f.with("probes", inconclusive.join("; "));
+        }
+        return f.with("recorded reference", computed);
+    }
+    let mut f = if drift.is_empty() {
+        Finding::pass(Checkpoint, ID, format!("{compared} probe(s) match the recorded reference (the weights are checked behaviourally, not by hash)"))
+    } else {
+        Finding::new(Checkpoint, ID, Severity::Warning, "the server's greedy tokens leave the recorded reference's only where its top two candidates are nearly tied (numeric drift)")
+            .with("where", drift.join("; "))
+    };
+    f = f.with("recorded reference", computed);
+    if !inconclusive.is_empty() {
+        f = f.with("not compared", inconclusive.join("; "));
+    }
+    f
+}
+
+/// Walk the server's reply along the recorded one, up to `FINGERPRINT_TOKENS` tokens.
+fn follow_recording(
+    id: &str,
+    main: &Record,
+    ids: &[u32],
+    recorded: &RecordedProbe,
+    tol: f32,
+) -> Verdict {
+    let server_lps = main.per_token_logprobs();
+    let steps = ids
+        .iter()
+        .zip(&recorded.token_ids)
+        .zip(&recorded.logprobs)
+        .take(FINGERPRINT_TOKENS)
+        .enumerate();
+    for (k, ((&got, &want), at)) in steps {
+        if got == want {
+            let Some(s) = server_lps.and_then(|l| l.get(k)) else {
+                continue;
+            };
+            let gap = (s.logprob - at.logprob).abs();
+            if gap.is_finite() && gap > tol || s.logprob.is_finite() != at.logprob.is_finite() {
+                return Verdict::Different(
+                    gap,
+                    format!(
+                        "probe {id}, token {k} {:?}: server logprob {:.3}, recorded reference {:.3}",
+                        at.token, s.logprob, at.logprob
+                    ),
+                );
+            }
+            continue;
+        }
+        // The paths part: only a near tie in the reference's own top-k is drift.
+        let server_token = server_lps
+            .and_then(|l| l.get(k))
+            .map(|l| l.token.clone())
+            .unwrap_or_else(|| format!("id {got}"));
+        let alternative = at.top.iter().find(|t| t.id == Some(got));
+        let Some(alt) = alternative else {
+            return Verdict::Different(
+                f32::INFINITY,
+                format!(
+                    "probe {id}, token {k}: server chose {server_token:?}, which is not among the recorded reference's top {} (its greedy choice is {:?} at {:.3})",
+                    at.top.len(),
+                    at.token,
+                    at.logprob
+                ),
+            );
+        };
+        let margin = at.logprob - alt.logprob;
+        let detail = format!(
+            "probe {id}, token {k}: server chose {server_token:?}, the recorded reference's greedy choice is {:?} (margin {margin:.3} nats)",
+            at.token
+        );
+        return if margin < DRIFT_MARGIN {
+            Verdict::Drift(detail)
+        } else {
+            Verdict::Different(margin, detail)
+        };
+    }
+    Verdict::Same
 }
 
 /// The reply's ids from the server's own tokenizer, when its logprobs carry token texts only and

@@ -78,12 +78,7 @@ fn stops(online: &Online, obs: &Observed) -> Finding {
             }
         }
         let terminator = terminator_id
-            .map(|id| {
-                online
-                    .reference
-                    .map(|r| r.decode_token(id))
-                    .unwrap_or_default()
-            })
+            .map(|id| online.reference_token(id))
             .unwrap_or_default();
         let mut f = Finding::new(Gen, ID, Severity::Error, "the server runs past the end of the assistant turn: the turn terminator is not in its stop set")
             .with("probe", &run.probe.id)

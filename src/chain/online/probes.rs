@@ -57,6 +57,31 @@ pub struct ProbeSettings {
     pub top_logprobs: u8,
 }
 
+impl ProbeSettings {
+    /// A probe's request: temperature 0, this seed, logprobs.
+    pub fn request(&self, probe: &Probe, seed: u64, stream: bool) -> ChatRequest {
+        ChatRequest {
+            messages: probe.messages.clone(),
+            tools: probe.tools.clone(),
+            max_tokens: Some(self.max_tokens),
+            temperature: Some(0.0),
+            seed: Some(seed),
+            top_logprobs: Some(self.top_logprobs),
+            stream,
+            ..ChatRequest::default()
+        }
+    }
+
+    /// What a recording keeps of these settings (the main reply's request).
+    pub fn recorded(&self) -> crate::chain::recording::ProbeRequest {
+        crate::chain::recording::ProbeRequest {
+            max_tokens: self.max_tokens,
+            top_logprobs: self.top_logprobs,
+            seed: self.seed,
+        }
+    }
+}
+
 /// Everything one probe's requests returned.
 pub struct ProbeRun {
     pub probe: Probe,
@@ -147,12 +172,21 @@ pub struct OnlineResult {
     pub server_day: Option<chrono::NaiveDate>,
 }
 
+/// The checkpoint the server's behaviour is compared with.
+#[derive(Clone, Copy)]
+pub enum Reference<'a> {
+    /// Loaded in-process: it teacher-forces the server's own tokens.
+    Local(&'a CandleTarget),
+    /// Recorded where it fitted (`chatgate lock --fingerprint`): its greedy replies and top-k.
+    Recorded(&'a crate::chain::recording::Recording),
+}
+
 /// Everything the online checks read.
 pub struct Online<'a> {
     pub ctx: &'a Context,
     pub http: &'a HttpTarget,
     pub model: String,
-    pub reference: Option<&'a CandleTarget>,
+    pub reference: Option<Reference<'a>>,
     pub settings: ProbeSettings,
     /// The clock the local predictions of the server's prompts render at: the suite's day when
     /// the server was sent it, today when the server prints its own date (a template that
@@ -161,20 +195,35 @@ pub struct Online<'a> {
 }
 
 impl Online<'_> {
+    /// The recording of this probe, when it was recorded with these messages and this request.
+    pub fn recorded<'r>(
+        &self,
+        rec: &'r crate::chain::recording::Recording,
+        probe: &Probe,
+    ) -> Option<&'r crate::chain::recording::RecordedProbe> {
+        let p = rec.probe(&probe.id)?;
+        let sha = crate::chain::recording::messages_sha256(&probe.messages, probe.tools.as_deref());
+        (p.messages_sha256 == sha && rec.settings == self.settings.recorded()).then_some(p)
+    }
+
+    /// A reference token's text (the terminator a finding names).
+    pub fn reference_token(&self, id: u32) -> String {
+        match self.reference {
+            Some(Reference::Local(r)) => r.decode_token(id),
+            _ => self
+                .ctx
+                .serving
+                .as_ref()
+                .and_then(|s| s.tokenizer.decode(&[id], false).ok())
+                .unwrap_or_default(),
+        }
+    }
+
     /// The probe request: temperature 0, fixed seed, logprobs. (Server-specific fields such as
     /// vLLM's `return_token_ids` come from the suite's `[target] extra_body`: strict servers
     /// refuse fields they do not know.)
     pub fn request(&self, probe: &Probe, seed: u64, stream: bool) -> ChatRequest {
-        ChatRequest {
-            messages: probe.messages.clone(),
-            tools: probe.tools.clone(),
-            max_tokens: Some(self.settings.max_tokens),
-            temperature: Some(0.0),
-            seed: Some(seed),
-            top_logprobs: Some(self.settings.top_logprobs),
-            stream,
-            ..ChatRequest::default()
-        }
+        self.settings.request(probe, seed, stream)
     }
 
     /// Run every online check. Err only when the server cannot be reached at all (exit 3).
@@ -264,7 +313,8 @@ impl Online<'_> {
         let concurrent =
             join_all((0..self.settings.concurrency.max(2)).map(|_| self.http.chat(&req))).await;
         let reference = match self.reference {
-            Some(r) => r.chat(&self.request(probe, seed, false)).await.ok(),
+            Some(Reference::Local(r)) => r.chat(&self.request(probe, seed, false)).await.ok(),
+            Some(Reference::Recorded(rec)) => self.recorded(rec, probe).map(|p| p.record()),
             None => None,
         };
         let reported = plain
