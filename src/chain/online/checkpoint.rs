@@ -134,19 +134,17 @@ async fn teacher_forced(
     reference: &crate::endpoint::local::CandleTarget,
 ) -> Finding {
     let tol = tolerance(online);
-    let mut compared = 0;
-    let mut inconclusive = Vec::new();
-    let mut worst: Option<(f32, String)> = None;
-    let mut drift = Vec::new();
+    let mut t = Tally::default();
     for run in &obs.runs {
         let Some(main) = run.main() else { continue };
         let Some(prompt) = run.confirmed_prompt() else {
-            inconclusive.push(run.probe.id.clone());
+            t.inconclusive.push(run.probe.id.clone());
             continue;
         };
         let Some(ids) = reply_ids(online, main).await else {
             // The server reported neither ids nor logprob tokens the vocabulary confirms.
-            inconclusive.push(format!("{} (generated ids unconfirmed)", run.probe.id));
+            t.inconclusive
+                .push(format!("{} (generated ids unconfirmed)", run.probe.id));
             continue;
         };
         let ids: Vec<u32> = ids.into_iter().take(FINGERPRINT_TOKENS).collect();
@@ -154,21 +152,12 @@ async fn teacher_forced(
             continue;
         }
         let Ok(scored) = reference.score(prompt.to_vec(), ids.clone()).await else {
-            inconclusive.push(run.probe.id.clone());
+            t.inconclusive.push(run.probe.id.clone());
             continue;
         };
-        compared += 1;
-        match compare_run(run, main, &scored, tol, reference) {
-            Verdict::Same => {}
-            Verdict::Drift(d) => drift.push(d),
-            Verdict::Different(gap, detail) => {
-                if worst.as_ref().is_none_or(|(g, _)| gap > *g) {
-                    worst = Some((gap, detail));
-                }
-            }
-        }
+        t.add(compare_run(run, main, &scored, tol, reference));
     }
-    if let Some((_, detail)) = worst {
+    if let Some((_, detail)) = t.worst {
         return Finding::new(
             Checkpoint,
             ID,
@@ -179,10 +168,10 @@ async fn teacher_forced(
         .with("reference", reference.path().display())
         .with("tolerance", format!("{tol} nats"));
     }
-    if compared == 0 {
+    if t.compared == 0 {
         let mut f = Finding::new(Checkpoint, ID, Severity::Warning, "unconfirmed: no probe could be fingerprinted, because the server's prompt ids could not be confirmed (no tokenize endpoint, and usage.prompt_tokens differs from the local render) or it reported neither generated ids nor logprob tokens the vocabulary maps");
-        if !inconclusive.is_empty() {
-            f = f.with("probes", inconclusive.join(", "));
+        if !t.inconclusive.is_empty() {
+            f = f.with("probes", t.inconclusive.join(", "));
         }
         return f;
     }
@@ -190,13 +179,14 @@ async fn teacher_forced(
         Checkpoint,
         ID,
         format!(
-            "{compared} probe(s) match the reference checkpoint {}",
+            "{} probe(s) match the reference checkpoint {}",
+            t.compared,
             reference.path().display()
         ),
     );
-    if !drift.is_empty() {
+    if !t.drift.is_empty() {
         f = Finding::new(Checkpoint, ID, Severity::Warning, "the server's greedy tokens differ from the reference's only where the reference's top two candidates are nearly tied (numeric drift)")
-            .with("where", drift.join("; "));
+            .with("where", t.drift.join("; "));
     }
     f
 }
@@ -207,54 +197,44 @@ async fn teacher_forced(
 /// probes the server fed the recorded prompt ids count.
 async fn against_recording(online: &Online<'_>, obs: &Observed, rec: &Recording) -> Finding {
     let tol = tolerance(online);
-    let mut compared = 0;
-    let mut inconclusive = Vec::new();
-    let mut worst: Option<(f32, String)> = None;
-    let mut drift = Vec::new();
+    let mut t = Tally::default();
     for run in &obs.runs {
         let Some(main) = run.main() else { continue };
         let id = &run.probe.id;
         let Some(recorded) = online.recorded(rec, &run.probe) else {
-            inconclusive.push(format!(
+            t.inconclusive.push(format!(
                 "{id} (not in the recording, or recorded with other messages or settings)"
             ));
             continue;
         };
         let Some(prompt) = run.confirmed_prompt() else {
-            inconclusive.push(format!("{id} (the server's prompt ids are unconfirmed)"));
+            t.inconclusive
+                .push(format!("{id} (the server's prompt ids are unconfirmed)"));
             continue;
         };
         if prompt != recorded.prompt_ids.as_slice() {
-            inconclusive.push(format!("{id} (the server's prompt ids are not the recorded ones: the template boundary says why)"));
+            t.inconclusive.push(format!("{id} (the server's prompt ids are not the recorded ones: the template boundary says why)"));
             continue;
         }
         if run.determinism() == Some(Determinism::Sampled) {
-            inconclusive.push(format!(
+            t.inconclusive.push(format!(
                 "{id} (the server samples at temperature 0: server.determinism)"
             ));
             continue;
         }
         let Some(ids) = reply_ids(online, main).await else {
-            inconclusive.push(format!("{id} (generated ids unconfirmed)"));
+            t.inconclusive
+                .push(format!("{id} (generated ids unconfirmed)"));
             continue;
         };
-        compared += 1;
-        match follow_recording(id, main, &ids, recorded, tol) {
-            Verdict::Same => {}
-            Verdict::Drift(d) => drift.push(d),
-            Verdict::Different(gap, detail) => {
-                if worst.as_ref().is_none_or(|(g, _)| gap > *g) {
-                    worst = Some((gap, detail));
-                }
-            }
-        }
+        t.add(follow_recording(id, main, &ids, recorded, tol));
     }
     let by = &rec.computed_by;
     let computed = format!(
         "{} ({}, {}), chatgate {}",
         by.reference, by.engine, by.dtype, by.chatgate
     );
-    if let Some((_, detail)) = worst {
+    if let Some((_, detail)) = t.worst {
         return Finding::new(
             Checkpoint,
             ID,
@@ -265,27 +245,27 @@ async fn against_recording(online: &Online<'_>, obs: &Observed, rec: &Recording)
         .with("recorded reference", computed)
         .with("tolerance", format!("{tol} nats"));
     }
-    if compared == 0 {
+    if t.compared == 0 {
         let mut f = Finding::new(
             Checkpoint,
             ID,
             Severity::Warning,
             "unconfirmed: no probe could be compared with the recorded reference",
         );
-        if !inconclusive.is_empty() {
-            f = f.with("probes", inconclusive.join("; "));
+        if !t.inconclusive.is_empty() {
+            f = f.with("probes", t.inconclusive.join("; "));
         }
         return f.with("recorded reference", computed);
     }
-    let mut f = if drift.is_empty() {
-        Finding::pass(Checkpoint, ID, format!("{compared} probe(s) match the recorded reference (the weights are checked behaviourally, not by hash)"))
+    let mut f = if t.drift.is_empty() {
+        Finding::pass(Checkpoint, ID, format!("{} probe(s) match the recorded reference (the weights are checked behaviourally, not by hash)", t.compared))
     } else {
         Finding::new(Checkpoint, ID, Severity::Warning, "the server's greedy tokens leave the recorded reference's only where its top two candidates are nearly tied (numeric drift)")
-            .with("where", drift.join("; "))
+            .with("where", t.drift.join("; "))
     };
     f = f.with("recorded reference", computed);
-    if !inconclusive.is_empty() {
-        f = f.with("not compared", inconclusive.join("; "));
+    if !t.inconclusive.is_empty() {
+        f = f.with("not compared", t.inconclusive.join("; "));
     }
     f
 }
@@ -451,6 +431,31 @@ enum Verdict {
     Same,
     Drift(String),
     Different(f32, String),
+}
+
+/// What the compared probes add up to, and the ones that could not be compared.
+#[derive(Default)]
+struct Tally {
+    compared: usize,
+    inconclusive: Vec<String>,
+    /// The largest difference, and where.
+    worst: Option<(f32, String)>,
+    drift: Vec<String>,
+}
+
+impl Tally {
+    fn add(&mut self, verdict: Verdict) {
+        self.compared += 1;
+        match verdict {
+            Verdict::Same => {}
+            Verdict::Drift(d) => self.drift.push(d),
+            Verdict::Different(gap, detail) => {
+                if self.worst.as_ref().is_none_or(|(g, _)| gap > *g) {
+                    self.worst = Some((gap, detail));
+                }
+            }
+        }
+    }
 }
 
 /// With server logprobs: each token's logprob must match the reference's within `tol`
