@@ -86,9 +86,14 @@ pub struct TargetSection {
 pub struct ReferenceSection {
     /// A model directory or .gguf file (relative to the suite file).
     pub model: PathBuf,
-    /// Largest |server logprob − reference logprob| still counted as the same checkpoint
-    /// (default 0.05: quantized or batched kernels drift a little; another checkpoint does not).
+    /// Largest 95th percentile of |server logprob − reference logprob| over the compared positions
+    /// (the chosen token and the top-k alternatives both report) still counted as the same
+    /// checkpoint (default: the reference kind's — 0.3 nats for float weights, 1.0 for Q8_0, more
+    /// below; README "The checkpoint's reference at real sizes").
     pub logprob_tolerance: Option<f32>,
+    /// Largest mean of the same gaps (default: the reference kind's — 0.1 nats for float
+    /// weights, 0.5 for Q8_0, more below).
+    pub mean_logprob_tolerance: Option<f32>,
 }
 
 /// Probes of the server boundary.

@@ -41,6 +41,10 @@ pub struct ComputedBy {
     pub chatgate: String,
     /// How the weights were held: "F32 (the files hold BF16)", "GGUF Q8_0 …".
     pub dtype: String,
+    /// The quantized type that holds most of the reference's weights (None: float weights):
+    /// the gate's tolerance is this kind's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantization: Option<String>,
     /// The architecture candle ran.
     pub architecture: String,
     /// The reference checkpoint as the suite named it.

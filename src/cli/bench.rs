@@ -328,7 +328,7 @@ fn report_load(r: LoadReport, format: Format, save: Option<&Path>) -> Result<i32
     }
     if let Some(w) = &behind {
         line.push_str(&format!(
-            "\nwarning: the latency figures are unreliable: {w}; they time the client as much as the server"
+            "\nwarning: the latency figures are unreliable: {w}"
         ));
     }
     emit(format, save, &doc, &rows, &line)?;

@@ -19,6 +19,9 @@ use crate::replay::{
 pub struct CandleTarget {
     path: PathBuf,
     model: Arc<Mutex<CandleModel>>,
+    /// The weights' dominant quantized GGUF type (None: float weights), read from the headers
+    /// at load: what a reference's comparison bounds follow.
+    quantization: Option<String>,
 }
 
 impl CandleTarget {
@@ -28,7 +31,12 @@ impl CandleTarget {
         Ok(CandleTarget {
             path: path.to_path_buf(),
             model: Arc::new(Mutex::new(model)),
+            quantization: super::candle::memory::estimate(path).and_then(|e| e.quantization),
         })
+    }
+
+    pub fn quantization(&self) -> Option<&str> {
+        self.quantization.as_deref()
     }
 
     pub fn path(&self) -> &Path {
@@ -83,6 +91,7 @@ impl CandleTarget {
     pub async fn score(&self, prompt: Vec<u32>, continuation: Vec<u32>) -> Result<Vec<Scored>> {
         self.with_model(move |m| {
             let logits = m.cached_logits(&prompt, &continuation)?;
+            let mut scratch = Vec::new();
             continuation
                 .iter()
                 .zip(&logits)
@@ -96,6 +105,12 @@ impl CandleTarget {
                         argmax_logprob: l
                             .get(argmax as usize)
                             .map_or(f32::NEG_INFINITY, |x| x - lse),
+                        top: super::candle::sampling::top_logprobs(
+                            l,
+                            lse,
+                            SCORED_TOP,
+                            &mut scratch,
+                        ),
                     })
                 })
                 .collect()
@@ -121,13 +136,19 @@ impl CandleTarget {
 }
 
 /// One token of a continuation, scored by the reference.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Scored {
     pub id: u32,
     pub logprob: f32,
     pub argmax: u32,
     pub argmax_logprob: f32,
+    /// The reference's `SCORED_TOP` most likely tokens here: the fingerprint compares the whole
+    /// head of the distribution, not only the chosen token (near-certain tokens carry no signal).
+    pub top: Vec<(u32, f32)>,
 }
+
+/// Alternatives scored per position: as many as the probes ask a server for (`top_logprobs`).
+pub const SCORED_TOP: usize = 5;
 
 fn chat_blocking(m: &mut CandleModel, req: &ChatRequest) -> Result<Record> {
     let tools = req.tools.clone().map(Value::Array);

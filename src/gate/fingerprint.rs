@@ -39,6 +39,7 @@ pub async fn record(suite: &Suite, lock: &Lock) -> Result<Recording> {
         .await
         .map_err(|e| Error::input(format!("loading the reference failed: {e}")))??;
     let settings = super::probe_settings(&ctx);
+    let estimate = memory::estimate(&reference_path);
     let mut recorded = Vec::new();
     for probe in &probes {
         recorded.push(record_probe(&reference, probe, &settings).await?);
@@ -51,9 +52,11 @@ pub async fn record(suite: &Suite, lock: &Lock) -> Result<Recording> {
         computed_by: ComputedBy {
             engine: "chatgate candle (in-process, CPU)".into(),
             chatgate: env!("CARGO_PKG_VERSION").into(),
-            dtype: memory::estimate(&reference_path)
-                .map(|e| e.held_as)
+            dtype: estimate
+                .as_ref()
+                .map(|e| e.held_as.clone())
                 .unwrap_or_else(|| "unknown".into()),
+            quantization: estimate.and_then(|e| e.quantization),
             architecture: reference.architecture(),
             reference: shown_reference(suite),
             template_date: suite.template_now.map(|t| t.date().to_string()),

@@ -262,7 +262,7 @@ pub fn judge(data: &LatencyData, section: &LatencySection, update: bool) -> Meas
         let (severity, phrase) = match v.verdict.status {
             Status::Regression if unreliable.is_some() => (
                 Severity::Warning,
-                "looks regressed, not judged: the client fell behind (server.latency-client)",
+                "looks regressed, not judged: the figures are unreliable (server.latency-client)",
             ),
             Status::Regression => (Severity::Error, "regressed"),
             Status::Noise => (Severity::Info, "is slower, within the measured noise"),
@@ -319,9 +319,9 @@ fn client_finding(client: Option<&ClientHealth>, unreliable: Option<&str>) -> Fi
             Server,
             ID,
             Severity::Warning,
-            format!("the latency figures are unreliable: {why}; they time the client as much as the server"),
+            format!("the latency figures are unreliable: {why}"),
         )
-        .with("fix", "measure from a less loaded machine, lower the concurrency, or split the run across runners (--shard K/N)"),
+        .with("fix", "measure from a less loaded machine (in-process: nothing else running on it), lower the concurrency, or split the run across runners (--shard K/N)"),
         None => Finding::pass(Server, ID, "the client kept up while it measured"),
     };
     if let Some(c) = client {
@@ -334,6 +334,9 @@ fn client_finding(client: Option<&ClientHealth>, unreliable: Option<&str>) -> Fi
         );
         if let Some(cpu) = c.cpu_cores {
             f = f.with("client CPU", format!("{cpu:.2} of {} cores", c.cores));
+        }
+        if let Some(n) = c.neighbours_cores {
+            f = f.with("other processes", format!("{n:.2} of {} cores", c.cores));
         }
     }
     f

@@ -176,6 +176,50 @@ pub fn rewrite_gguf(dir: &Path) -> Result<Vec<String>> {
     .map_err(|why| Error::in_file(dir.join("model.gguf"), format!("not written: {why}")))
 }
 
+/// `src`'s tensors quantized to `dtype`, written to `dst` with all of `src`'s metadata: the
+/// matrices whose rows fill whole blocks of `dtype` (llama.cpp's block layouts, as
+/// `llama-quantize` writes them), while norms, biases and anything else stay F32. For the
+/// quantized references the checkpoint boundary is measured with (tests and benches): the same
+/// weights at another kind, made here rather than downloaded.
+pub fn requantize_gguf(
+    src: &Path,
+    dst: &Path,
+    dtype: candle_core::quantized::GgmlDType,
+) -> Result<()> {
+    use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
+    let cpu = candle_core::Device::Cpu;
+    let unreadable =
+        |e: candle_core::Error| Error::in_file(src, format!("cannot read the GGUF: {e}"));
+    let mut f = std::fs::File::open(src).map_err(|e| Error::in_file(src, e.to_string()))?;
+    let content = gguf_file::Content::read(&mut f).map_err(unreadable)?;
+    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
+    names.sort();
+    let mut tensors = Vec::new();
+    for name in names {
+        let t = content
+            .tensor(&mut f, name, &cpu)
+            .and_then(|q| q.dequantize(&cpu))
+            .map_err(unreadable)?;
+        let row = t.dims().last().copied().unwrap_or(0);
+        let fits = t.rank() == 2 && row % dtype.block_size() == 0;
+        let to = if fits { dtype } else { GgmlDType::F32 };
+        let q = QTensor::quantize(&t, to).map_err(|e| {
+            Error::in_file(src, format!("cannot quantize {name} to {dtype:?}: {e}"))
+        })?;
+        tensors.push((name.clone(), q));
+    }
+    let meta: Vec<(&str, &gguf_file::Value)> = content
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    let mut bytes = Vec::new();
+    gguf_file::write(&mut std::io::Cursor::new(&mut bytes), &meta, &refs)
+        .map_err(|e| Error::in_file(dst, format!("not written: {e}")))?;
+    crate::files::write_atomic(dst, &bytes)
+}
+
 pub(super) fn validate(o: &Options) -> Result<()> {
     if !(1..=8).contains(&o.layers) {
         return Err(Error::input(format!(

@@ -1,18 +1,15 @@
 //! Boundary 1 online: is the server running the checkpoint we trained? What it says it serves
 //! (identity against the lock), and what it does: the log-probabilities it reports for its own
 //! tokens against a local candle run of the reference checkpoint on the same prompt ids.
+use super::drift::{Gap, Summary, Tolerance};
 use super::{first_reply_ids, Determinism, Observed, Online, ProbeRun, Reference};
 use crate::chain::recording::{RecordedProbe, Recording};
 use crate::chain::{Boundary::Checkpoint, Finding, Severity};
+use crate::exchange::TopLogprob;
 use crate::replay::Record;
 
 /// Tokens of each reply compared with the reference.
 const FINGERPRINT_TOKENS: usize = 16;
-/// Default largest |server − reference| logprob for the same checkpoint.
-const DEFAULT_TOLERANCE: f32 = 0.05;
-/// Below this margin between the reference's top two tokens, a different greedy pick is
-/// numeric drift, not another checkpoint.
-const DRIFT_MARGIN: f32 = 0.1;
 
 pub async fn check(online: &Online<'_>, obs: &Observed) -> Vec<Finding> {
     let mut out = vec![identity(online, obs)];
@@ -107,16 +104,10 @@ async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
     }
 }
 
-/// Largest |server − reference| logprob still counted as the same checkpoint.
-fn tolerance(online: &Online) -> f32 {
-    online
-        .ctx
-        .suite
-        .file
-        .reference
-        .as_ref()
-        .and_then(|r| r.logprob_tolerance)
-        .unwrap_or(DEFAULT_TOLERANCE)
+/// The reference kind's bounds (its quantization), or the suite's own.
+fn tolerance(online: &Online, quantization: Option<&str>) -> Tolerance {
+    Tolerance::for_quantization(quantization)
+        .overridden_by(online.ctx.suite.file.reference.as_ref())
 }
 
 /// The server's generated ids: reported, or recovered through its own tokenizer.
@@ -133,7 +124,7 @@ async fn teacher_forced(
     obs: &Observed,
     reference: &crate::endpoint::local::CandleTarget,
 ) -> Finding {
-    let tol = tolerance(online);
+    let tol = tolerance(online, reference.quantization());
     let mut t = Tally::default();
     for run in &obs.runs {
         let Some(main) = run.main() else { continue };
@@ -155,48 +146,47 @@ async fn teacher_forced(
             t.inconclusive.push(run.probe.id.clone());
             continue;
         };
-        t.add(compare_run(run, main, &scored, tol, reference));
+        t.compared += 1;
+        compare_run(&mut t, run, main, &scored, &tol, reference);
     }
-    if let Some((_, detail)) = t.worst {
-        return Finding::new(
+    let shown = reference.path().display().to_string();
+    let judged = t.judge(&tol);
+    let mut f = match judged {
+        Judged::Different(detail) => Finding::new(
             Checkpoint,
             ID,
             Severity::Error,
             "the server behaves like another checkpoint than the reference",
         )
-        .with("first difference", detail)
-        .with("reference", reference.path().display())
-        .with("tolerance", format!("{tol} nats"));
-    }
-    if t.compared == 0 {
-        let mut f = Finding::new(Checkpoint, ID, Severity::Warning, "unconfirmed: no probe could be fingerprinted, because the server's prompt ids could not be confirmed (no tokenize endpoint, and usage.prompt_tokens differs from the local render) or it reported neither generated ids nor logprob tokens the vocabulary maps");
-        if !t.inconclusive.is_empty() {
-            f = f.with("probes", t.inconclusive.join(", "));
+        .with("first difference", detail),
+        Judged::Unconfirmed => {
+            let mut f = Finding::new(Checkpoint, ID, Severity::Warning, "unconfirmed: no probe could be fingerprinted, because the server's prompt ids could not be confirmed (no tokenize endpoint, and usage.prompt_tokens differs from the local render) or it reported neither generated ids nor logprob tokens the vocabulary maps");
+            if !t.inconclusive.is_empty() {
+                f = f.with("probes", t.inconclusive.join(", "));
+            }
+            return f;
         }
-        return f;
-    }
-    let mut f = Finding::pass(
-        Checkpoint,
-        ID,
-        format!(
-            "{} probe(s) match the reference checkpoint {}",
-            t.compared,
-            reference.path().display()
+        Judged::Drift => Finding::new(Checkpoint, ID, Severity::Warning, "the server's greedy tokens differ from the reference's only where the reference's top two candidates are nearly tied (numeric drift)")
+            .with("where", t.drift.join("; ")),
+        Judged::Same => Finding::pass(
+            Checkpoint,
+            ID,
+            format!(
+                "{} probe(s) match the reference checkpoint {shown}",
+                t.compared
+            ),
         ),
-    );
-    if !t.drift.is_empty() {
-        f = Finding::new(Checkpoint, ID, Severity::Warning, "the server's greedy tokens differ from the reference's only where the reference's top two candidates are nearly tied (numeric drift)")
-            .with("where", t.drift.join("; "));
-    }
-    f
+    };
+    f = f.with("reference", shown);
+    t.described(f, &tol)
 }
 
 /// The recorded reference: the server's temperature-0 reply must follow the recorded greedy
-/// reply, each shared token's logprob within the tolerance, and where the two part, the
-/// recorded top-k must show a near tie (numeric drift), else it is another checkpoint. Only
-/// probes the server fed the recorded prompt ids count.
+/// reply, its shared tokens' logprobs within the reference kind's bounds, and where the two
+/// part, the recorded top-k must show a near tie (the reference's own rounding), else it is
+/// another checkpoint. Only probes the server fed the recorded prompt ids count.
 async fn against_recording(online: &Online<'_>, obs: &Observed, rec: &Recording) -> Finding {
-    let tol = tolerance(online);
+    let tol = tolerance(online, rec.computed_by.quantization.as_deref());
     let mut t = Tally::default();
     for run in &obs.runs {
         let Some(main) = run.main() else { continue };
@@ -227,57 +217,55 @@ async fn against_recording(online: &Online<'_>, obs: &Observed, rec: &Recording)
                 .push(format!("{id} (generated ids unconfirmed)"));
             continue;
         };
-        t.add(follow_recording(id, main, &ids, recorded, tol));
+        t.compared += 1;
+        follow_recording(&mut t, id, main, &ids, recorded, &tol);
     }
     let by = &rec.computed_by;
     let computed = format!(
         "{} ({}, {}), chatgate {}",
         by.reference, by.engine, by.dtype, by.chatgate
     );
-    if let Some((_, detail)) = t.worst {
-        return Finding::new(
+    let mut f = match t.judge(&tol) {
+        Judged::Different(detail) => Finding::new(
             Checkpoint,
             ID,
             Severity::Error,
             "the server behaves like another checkpoint than the recorded reference",
         )
-        .with("first difference", detail)
-        .with("recorded reference", computed)
-        .with("tolerance", format!("{tol} nats"));
-    }
-    if t.compared == 0 {
-        let mut f = Finding::new(
-            Checkpoint,
-            ID,
-            Severity::Warning,
-            "unconfirmed: no probe could be compared with the recorded reference",
-        );
-        if !t.inconclusive.is_empty() {
-            f = f.with("probes", t.inconclusive.join("; "));
+        .with("first difference", detail),
+        Judged::Unconfirmed => {
+            let mut f = Finding::new(
+                Checkpoint,
+                ID,
+                Severity::Warning,
+                "unconfirmed: no probe could be compared with the recorded reference",
+            );
+            if !t.inconclusive.is_empty() {
+                f = f.with("probes", t.inconclusive.join("; "));
+            }
+            return f.with("recorded reference", computed);
         }
-        return f.with("recorded reference", computed);
-    }
-    let mut f = if t.drift.is_empty() {
-        Finding::pass(Checkpoint, ID, format!("{} probe(s) match the recorded reference (the weights are checked behaviourally, not by hash)", t.compared))
-    } else {
-        Finding::new(Checkpoint, ID, Severity::Warning, "the server's greedy tokens leave the recorded reference's only where its top two candidates are nearly tied (numeric drift)")
-            .with("where", t.drift.join("; "))
+        Judged::Drift => Finding::new(Checkpoint, ID, Severity::Warning, "the server's greedy tokens leave the recorded reference's only where its top two candidates are nearly tied (numeric drift)")
+            .with("where", t.drift.join("; ")),
+        Judged::Same => Finding::pass(Checkpoint, ID, format!("{} probe(s) match the recorded reference (the weights are checked behaviourally, not by hash)", t.compared)),
     };
     f = f.with("recorded reference", computed);
     if !t.inconclusive.is_empty() {
         f = f.with("not compared", t.inconclusive.join("; "));
     }
-    f
+    t.described(f, &tol)
 }
 
-/// Walk the server's reply along the recorded one, up to `FINGERPRINT_TOKENS` tokens.
+/// Walk the server's reply along the recorded one, up to `FINGERPRINT_TOKENS` tokens: the
+/// shared tokens' gaps, and where the paths part, drift or another checkpoint.
 fn follow_recording(
+    t: &mut Tally,
     id: &str,
     main: &Record,
     ids: &[u32],
     recorded: &RecordedProbe,
-    tol: f32,
-) -> Verdict {
+    tol: &Tolerance,
+) {
     let server_lps = main.per_token_logprobs();
     let steps = ids
         .iter()
@@ -290,16 +278,12 @@ fn follow_recording(
             let Some(s) = server_lps.and_then(|l| l.get(k)) else {
                 continue;
             };
-            let gap = (s.logprob - at.logprob).abs();
-            if gap.is_finite() && gap > tol || s.logprob.is_finite() != at.logprob.is_finite() {
-                return Verdict::Different(
-                    gap,
-                    format!(
-                        "probe {id}, token {k} {:?}: server logprob {:.3}, recorded reference {:.3}",
-                        at.token, s.logprob, at.logprob
-                    ),
-                );
-            }
+            t.position(
+                &format!("probe {id}, token {k}"),
+                "recorded reference",
+                (&at.token, s.logprob, at.logprob),
+                &shared_alternatives(&s.top, &at.top),
+            );
             continue;
         }
         // The paths part: only a near tie in the reference's own top-k is drift.
@@ -309,7 +293,7 @@ fn follow_recording(
             .unwrap_or_else(|| format!("id {got}"));
         let alternative = at.top.iter().find(|t| t.id == Some(got));
         let Some(alt) = alternative else {
-            return Verdict::Different(
+            return t.different(
                 f32::INFINITY,
                 format!(
                     "probe {id}, token {k}: server chose {server_token:?}, which is not among the recorded reference's top {} (its greedy choice is {:?} at {:.3})",
@@ -324,13 +308,8 @@ fn follow_recording(
             "probe {id}, token {k}: server chose {server_token:?}, the recorded reference's greedy choice is {:?} (margin {margin:.3} nats)",
             at.token
         );
-        return if margin < DRIFT_MARGIN {
-            Verdict::Drift(detail)
-        } else {
-            Verdict::Different(margin, detail)
-        };
+        return t.parted(margin, tol, detail);
     }
-    Verdict::Same
 }
 
 /// The reply's ids from the server's own tokenizer, when its logprobs carry token texts only and
@@ -427,77 +406,165 @@ fn confirm(
         .then_some(ids)
 }
 
-enum Verdict {
-    Same,
-    Drift(String),
-    Different(f32, String),
-}
-
 /// What the compared probes add up to, and the ones that could not be compared.
 #[derive(Default)]
 struct Tally {
     compared: usize,
     inconclusive: Vec<String>,
-    /// The largest difference, and where.
+    /// Every shared token's |server − reference| logprob.
+    gaps: Vec<Gap>,
+    /// A difference no tolerance covers (a token outside the reference's top-k, a margin past
+    /// the kind's drift margin, a logprob one side calls impossible): the largest, and where.
     worst: Option<(f32, String)>,
     drift: Vec<String>,
 }
 
+enum Judged {
+    Same,
+    Drift,
+    Different(String),
+    Unconfirmed,
+}
+
+/// The alternatives both sides report at one position, as (token, server, reference)
+/// logprobs: matched by id where both give ids, else by the token's text.
+fn shared_alternatives(server: &[TopLogprob], reference: &[TopLogprob]) -> Vec<Pair> {
+    server
+        .iter()
+        .filter_map(|s| {
+            let r = reference.iter().find(|r| match (s.id, r.id) {
+                (Some(a), Some(b)) => a == b,
+                _ => s.token == r.token,
+            })?;
+            Some((s.token.clone(), s.logprob, r.logprob))
+        })
+        .collect()
+}
+
+/// A token's text, and its logprob at the server and at the reference.
+type Pair = (String, f32, f32);
+
 impl Tally {
-    fn add(&mut self, verdict: Verdict) {
-        self.compared += 1;
-        match verdict {
-            Verdict::Same => {}
-            Verdict::Drift(d) => self.drift.push(d),
-            Verdict::Different(gap, detail) => {
-                if self.worst.as_ref().is_none_or(|(g, _)| gap > *g) {
-                    self.worst = Some((gap, detail));
-                }
+    /// One position's gap: the largest |server − reference| over the chosen token and the
+    /// alternatives both report. A near-certain chosen token says nothing about the checkpoint
+    /// (its logprob is ~0 whatever the weights); the head of the distribution behind it does.
+    fn position(
+        &mut self,
+        at: &str,
+        reference: &str,
+        (token, server, expected): (&str, f32, f32),
+        alternatives: &[Pair],
+    ) {
+        if server.is_finite() != expected.is_finite() {
+            let detail =
+                format!("{at} {token:?}: server logprob {server:.3}, {reference} {expected:.3}");
+            return self.different(f32::INFINITY, detail);
+        }
+        // The chosen token first, then the alternatives both sides report: the widest gap.
+        let pairs = std::iter::once((token, server, expected))
+            .chain(alternatives.iter().map(|(t, a, b)| (t.as_str(), *a, *b)));
+        let widest = pairs
+            .enumerate()
+            .filter(|(_, (_, a, b))| (a - b).is_finite())
+            .max_by(|(_, x), (_, y)| (x.1 - x.2).abs().total_cmp(&(y.1 - y.2).abs()));
+        if let Some((i, (tok, a, b))) = widest {
+            let which = if i == 0 { "" } else { "alternative " };
+            self.gaps.push(Gap {
+                nats: (a - b).abs(),
+                at: format!(
+                    "{at} {token:?}, {which}{tok:?}: server logprob {a:.3}, {reference} {b:.3}"
+                ),
+            });
+        }
+    }
+
+    fn different(&mut self, gap: f32, detail: String) {
+        if self.worst.as_ref().is_none_or(|(g, _)| gap > *g) {
+            self.worst = Some((gap, detail));
+        }
+    }
+
+    /// The server's greedy token is not the reference's: a near tie is the reference's own
+    /// rounding, anything else another checkpoint.
+    fn parted(&mut self, margin: f32, tol: &Tolerance, detail: String) {
+        if margin < tol.drift_margin {
+            self.drift.push(detail);
+        } else {
+            self.different(margin, detail);
+        }
+    }
+
+    fn judge(&self, tol: &Tolerance) -> Judged {
+        if let Some((_, detail)) = &self.worst {
+            return Judged::Different(detail.clone());
+        }
+        if self.compared == 0 {
+            return Judged::Unconfirmed;
+        }
+        if let Some(s) = Summary::of(&self.gaps) {
+            if let Some(why) = s.exceeds(tol) {
+                return Judged::Different(format!(
+                    "over {} tokens the logprobs are out of the reference's bounds: {why} (largest {:.3} at {})",
+                    s.tokens, s.max, s.max_at
+                ));
             }
+        }
+        if self.drift.is_empty() {
+            Judged::Same
+        } else {
+            Judged::Drift
+        }
+    }
+
+    /// The measured agreement and the bounds it was judged by, on every verdict.
+    fn described(&self, f: Finding, tol: &Tolerance) -> Finding {
+        let f = f.with("bounds", tol.to_string());
+        match Summary::of(&self.gaps) {
+            Some(s) => f.with("agreement", s.to_string()),
+            None => f,
         }
     }
 }
 
-/// With server logprobs: each token's logprob must match the reference's within `tol`
-/// (sampling does not matter: the reference scores the server's own choices). Without them:
-/// the server's temperature-0 tokens must be the reference's argmax, unless nearly tied.
+/// With server logprobs: each token's gap to the reference's logprob (sampling does not
+/// matter: the reference scores the server's own choices). Without them: the server's
+/// temperature-0 tokens must be the reference's argmax, unless nearly tied.
 fn compare_run(
+    t: &mut Tally,
     run: &ProbeRun,
     main: &Record,
     scored: &[crate::endpoint::local::Scored],
-    tol: f32,
+    tol: &Tolerance,
     reference: &crate::endpoint::local::CandleTarget,
-) -> Verdict {
+) {
     let id = &run.probe.id;
     if let Some(lps) = &main.logprobs {
         for (k, (lp, s)) in lps.iter().zip(scored).enumerate() {
-            let gap = (lp.logprob - s.logprob).abs();
-            if gap.is_finite() && gap > tol || (lp.logprob.is_finite() != s.logprob.is_finite()) {
-                return Verdict::Different(
-                    gap,
-                    format!(
-                        "probe {id}, token {k} {:?}: server logprob {:.3}, reference {:.3}",
-                        lp.token, lp.logprob, s.logprob
-                    ),
-                );
-            }
-        }
-        return Verdict::Same;
-    }
-    for (k, s) in scored.iter().enumerate() {
-        if s.id != s.argmax {
-            let margin = s.argmax_logprob - s.logprob;
-            let detail = format!(
-                "probe {id}, token {k}: server chose {:?}, the reference's greedy choice is {:?} (margin {margin:.3} nats; the server reports no logprobs, so sampling and another checkpoint look alike)",
-                reference.decode_token(s.id),
-                reference.decode_token(s.argmax)
+            let top: Vec<TopLogprob> = s
+                .top
+                .iter()
+                .map(|&(id, logprob)| TopLogprob {
+                    id: Some(id),
+                    token: reference.decode_token(id),
+                    logprob,
+                })
+                .collect();
+            t.position(
+                &format!("probe {id}, token {k}"),
+                "reference",
+                (&lp.token, lp.logprob, s.logprob),
+                &shared_alternatives(&lp.top, &top),
             );
-            return if margin < DRIFT_MARGIN {
-                Verdict::Drift(detail)
-            } else {
-                Verdict::Different(margin, detail)
-            };
         }
+        return;
     }
-    Verdict::Same
+    if let Some((k, s)) = scored.iter().enumerate().find(|(_, s)| s.id != s.argmax) {
+        let margin = s.argmax_logprob - s.logprob;
+        let detail = format!(
+            "probe {id}, token {k}: server chose {:?}, the reference's greedy choice is {:?} (margin {margin:.3} nats; the server reports no logprobs, so sampling and another checkpoint look alike)",
+            reference.decode_token(s.id),
+            reference.decode_token(s.argmax)
+        );
+        t.parted(margin, tol, detail);
+    }
 }

@@ -10,6 +10,7 @@
 //! stands down when an earlier boundary already explains what it sees (a fingerprint is only
 //! taken on a prompt the server is known to have built the same way).
 pub mod checkpoint;
+pub mod drift;
 pub mod generation;
 pub mod server;
 pub mod template;

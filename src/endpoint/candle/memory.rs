@@ -30,6 +30,9 @@ pub struct Estimate {
     pub parameters: u64,
     /// How the weights are held: "F32 (widened from BF16)", "GGUF Q8_0 kept quantized", ...
     pub held_as: String,
+    /// The quantized type that holds most of the weights (a GGUF type name: "Q8_0", "Q4_K");
+    /// None for float weights. The fingerprint's tolerance follows it.
+    pub quantization: Option<String>,
 }
 
 /// The estimate for a model directory or a .gguf file, from headers alone; None when there is
@@ -85,6 +88,7 @@ fn safetensors_estimate(files: &[&PathBuf]) -> Option<Estimate> {
             .saturating_add(RUNTIME_OVERHEAD),
         parameters,
         held_as: format!("F32 (the files hold {})", from.join(", ")),
+        quantization: None,
     })
 }
 
@@ -135,6 +139,8 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
     let dequantize_all = info.architecture() == Some("gemma2");
     let (mut bytes, mut parameters) = (0u64, 0u64);
     let mut kinds = std::collections::BTreeSet::new();
+    // Elements per quantized type: the one holding most of them names the reference's kind.
+    let mut quantized = std::collections::BTreeMap::<String, u64>::new();
     for t in &info.tensors {
         let elements = t.elements();
         parameters = parameters.saturating_add(elements);
@@ -150,7 +156,14 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
             bytes = bytes.saturating_add(f32_bytes);
         }
         kinds.insert(t.type_name.clone());
+        if !float {
+            *quantized.entry(t.type_name.clone()).or_default() += elements;
+        }
     }
+    let quantization = quantized
+        .into_iter()
+        .max_by_key(|(_, n)| *n)
+        .map(|(name, _)| name);
     let kinds: Vec<String> = kinds.into_iter().collect();
     Some(Estimate {
         bytes: bytes.saturating_add(RUNTIME_OVERHEAD),
@@ -166,6 +179,7 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
                 kinds.join(", ")
             )
         },
+        quantization,
     })
 }
 

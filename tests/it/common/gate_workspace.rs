@@ -82,10 +82,17 @@ pub fn copy_dir(from: &Path, to: &Path) {
 
 /// The real `chatgate serve` of models/tiny-chat on 127.0.0.1:0, with these faults.
 pub async fn serve_tiny_chat(faults: &[Fault]) -> RunningServer {
+    serve_tiny_chat_with(faults, None).await
+}
+
+/// `serve_tiny_chat`, with the weights of the faults that serve another checkpoint taken from
+/// `fault_model` (a model directory).
+pub async fn serve_tiny_chat_with(faults: &[Fault], fault_model: Option<&Path>) -> RunningServer {
     single_threaded();
     let opts = ServeOptions {
         model: Path::new(REPO).join("models/tiny-chat"),
         faults: faults.to_vec(),
+        fault_model: fault_model.map(Path::to_path_buf),
         ..ServeOptions::default()
     };
     let state = tokio::task::spawn_blocking(move || serve::load(&opts))
