@@ -3,6 +3,7 @@
 pub mod checkpoint;
 pub mod client;
 pub mod dates;
+pub mod framing;
 pub mod diff;
 pub mod generation;
 pub mod gguf;

@@ -31,6 +31,7 @@ pub fn check(
     let mut out = vec![vs_lock(ctx, serving)];
     out.extend(degenerate_masks(degenerate));
     out.extend(super::shapes::check(ctx, serving, shapes_used)?);
+    out.extend(super::framing::findings(serving));
     if !t.render_failed.is_empty() {
         let mut f = Finding::new(
             Template,

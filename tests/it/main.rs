@@ -10,6 +10,7 @@ mod catch_matrix;
 mod check_faults;
 mod cli_errors;
 mod family_matrix;
+mod framing_templates;
 mod fingerprint_quantized;
 mod fingerprint_recorded;
 mod gate_e2e;

@@ -1,0 +1,207 @@
+//! What each real template says about reasoning and tool calls (chain/framing.rs), derived by
+//! rendering, checked against the template sources (tests/corpus/templates; the expected
+//! framings below were read off each template's own text, the line that writes a call or a
+//! think block, not off chatgate's output).
+use std::path::Path;
+
+use chatgate::chain::framing::{derive, Framing};
+use chatgate::template::{ChatTemplate, SpecialTokens};
+use serde_json::json;
+
+fn framing(file: &str, bos: Option<&str>, eos: Option<&str>) -> Framing {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/templates")
+        .join(file);
+    let source = std::fs::read_to_string(&path).expect("template");
+    let template = ChatTemplate::new(&source).expect("compiles");
+    let special = SpecialTokens {
+        bos_token: bos.map(str::to_string),
+        eos_token: eos.map(str::to_string),
+        ..SpecialTokens::default()
+    };
+    derive(&template, &special)
+}
+
+/// Qwen3: Hermes-style `<tool_call>` JSON with `arguments`, parallel calls; `<think>` written
+/// around a turn's `reasoning_content`; `enable_thinking=false` closes an empty think block in
+/// the generation prompt.
+#[test]
+fn qwen3_thinks_in_tags_and_calls_hermes_style() {
+    let f = framing("Qwen-Qwen3.jinja", None, Some("<|im_end|>"));
+    assert!(f.tools.offered);
+    let call = f.tools.call.expect("a call");
+    assert_eq!(call.open, "<tool_call>\n");
+    assert_eq!(call.close, "\n</tool_call>");
+    assert_eq!(call.arguments_key.as_deref(), Some("arguments"));
+    assert!(call.parallel);
+    assert_eq!(call.parser.and_then(|p| p.vllm), Some("hermes"));
+    let r = f.reasoning.expect("reasoning");
+    assert_eq!((r.open.as_str(), r.close.as_str()), ("<think>", "</think>"));
+    assert!(!r.prompt_opens);
+    assert_eq!(
+        r.switches,
+        vec![("enable_thinking".to_string(), json!(false))]
+    );
+}
+
+/// DeepSeek-R1-Distill: the generation prompt opens `<think>\n`; the template never prints
+/// `tools` (a server told to offer tools gives this model none). It writes a call only for an
+/// assistant message whose `content` is None — a key transformers 5's `apply_chat_template`
+/// drops before rendering (`{k: v for k, v in msg.items() if v is not None}`), so under v5
+/// semantics no call renders (the plain-reply branch then fails on the missing content) and
+/// the framing is named from the markers in its source.
+#[test]
+fn deepseek_r1_distill_opens_its_think_block_and_offers_no_tools() {
+    let f = framing(
+        "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+        Some("<｜begin▁of▁sentence｜>"),
+        Some("<｜end▁of▁sentence｜>"),
+    );
+    assert!(!f.tools.offered);
+    assert_eq!(f.tools.call, None);
+    let (marker, parser) = f.tools.named.expect("DeepSeek's call markers");
+    assert_eq!(marker, "<｜tool▁calls▁begin｜>");
+    assert_eq!(parser.vllm, Some("deepseek_v3"));
+    let r = f.reasoning.expect("reasoning");
+    assert_eq!((r.open.as_str(), r.close.as_str()), ("<think>", "</think>"));
+    assert!(r.prompt_opens);
+    assert!(r.switches.is_empty());
+}
+
+/// Llama 3.1: a bare JSON object with `parameters`, one call per turn (the template raises on
+/// two); no reasoning.
+#[test]
+fn llama31_calls_are_bare_json_with_parameters_one_at_a_time() {
+    let f = framing(
+        "meta-llama-Llama-3.1-8B-Instruct.jinja",
+        Some("<|begin_of_text|>"),
+        Some("<|eot_id|>"),
+    );
+    assert!(f.tools.offered);
+    let call = f.tools.call.expect("a call");
+    assert_eq!(call.open, "");
+    assert_eq!(call.close, "");
+    assert_eq!(call.arguments_key.as_deref(), Some("parameters"));
+    assert!(!call.parallel);
+    assert_eq!(call.parser.and_then(|p| p.vllm), Some("llama3_json"));
+    assert_eq!(f.reasoning, None);
+}
+
+/// Mistral Nemo: `[TOOL_CALLS]` and a JSON array of calls with `arguments`, closed by the
+/// array's `]` before `</s>`.
+#[test]
+fn mistral_nemo_calls_after_its_tool_calls_token() {
+    let f = framing(
+        "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+        Some("<s>"),
+        Some("</s>"),
+    );
+    assert!(f.tools.offered);
+    let call = f.tools.call.expect("a call");
+    assert_eq!(call.open, "[TOOL_CALLS][");
+    assert_eq!(call.close, "]");
+    assert_eq!(call.arguments_key.as_deref(), Some("arguments"));
+    assert!(call.parallel);
+    assert_eq!(call.parser.and_then(|p| p.vllm), Some("mistral"));
+    assert_eq!(f.reasoning, None);
+}
+
+/// gpt-oss (harmony): reasoning on the analysis channel, `reasoning_effort` in the system
+/// message, a call addressed `to=functions.NAME` and ended by `<|call|>`, one call per turn
+/// (the template writes only `tool_calls[0]`).
+#[test]
+fn gpt_oss_reasons_on_the_analysis_channel_and_calls_to_functions() {
+    let f = framing("openai-gpt-oss-20b.jinja", None, Some("<|return|>"));
+    assert!(f.tools.offered);
+    let call = f.tools.call.expect("a call");
+    assert!(call.open.contains("to=functions."), "{call:?}");
+    assert!(call.close.ends_with("<|call|>"), "{call:?}");
+    assert_eq!(call.arguments_key, None);
+    assert!(!call.parallel);
+    assert_eq!(call.parser.and_then(|p| p.vllm), Some("openai"));
+    let r = f.reasoning.expect("reasoning");
+    assert_eq!(r.open, "<|channel|>analysis<|message|>");
+    assert_eq!(r.close, "<|end|>");
+    assert!(!r.prompt_opens);
+    assert_eq!(
+        r.switches,
+        vec![("reasoning_effort".to_string(), json!("low"))]
+    );
+}
+
+/// Hermes 2 Pro and Qwen2.5: the same `<tool_call>` framing (Hermes writes `arguments` before
+/// `name`); neither reasons.
+#[test]
+fn hermes_and_qwen25_share_the_tool_call_tags() {
+    for (file, bos, eos) in [
+        (
+            "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja",
+            Some("<|begin_of_text|>"),
+            Some("<|im_end|>"),
+        ),
+        ("Qwen-Qwen2.5-7B-Instruct.jinja", None, Some("<|im_end|>")),
+    ] {
+        let f = framing(file, bos, eos);
+        assert!(f.tools.offered, "{file}");
+        let call = f.tools.call.expect(file);
+        assert_eq!(call.open, "<tool_call>\n", "{file}");
+        assert_eq!(call.close, "\n</tool_call>", "{file}");
+        assert_eq!(call.arguments_key.as_deref(), Some("arguments"), "{file}");
+        assert_eq!(call.parser.and_then(|p| p.vllm), Some("hermes"), "{file}");
+        assert_eq!(f.reasoning, None, "{file}");
+    }
+}
+
+/// Templates with no tools and no reasoning say so, rather than guess.
+#[test]
+fn gemma2_has_neither() {
+    let f = framing("google-gemma-2-2b-it.jinja", Some("<bos>"), Some("<eos>"));
+    assert!(!f.tools.offered);
+    assert_eq!(f.tools.call, None);
+    assert_eq!(f.reasoning, None);
+}
+
+/// The offline chain reports both framings on a stand-in that carries the Qwen3 template (the
+/// Qwen2.5 tokenizer, which has the same `<think>`/`<tool_call>` pieces as added tokens): the
+/// parsers a server needs, named by vLLM's and llama.cpp's flags.
+#[test]
+fn check_names_the_parsers_a_qwen3_server_needs() {
+    use crate::common::cli::chatgate_in;
+    use crate::common::families::Family;
+    let family = Family {
+        template: Some("Qwen-Qwen3.jinja"),
+        ..Family::corpus("Qwen3 template on Qwen2.5", "Qwen2.5-0.5B-Instruct")
+    };
+    let (model, _) = family.standin();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, out, err) = chatgate_in(
+        &["init", "suite.toml", "--model", model.to_str().unwrap()],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "init: {out}{err}");
+    let (_, out, err) = chatgate_in(&["check", "suite.toml", "--format", "json"], dir.path());
+    let report: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let finding = |check: &str| {
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["check"] == check)
+            .unwrap_or_else(|| panic!("no {check} finding: {out}"))
+            .clone()
+    };
+    let tools = finding("template.tool-framing");
+    assert_eq!(tools["severity"], "info");
+    assert!(tools["message"].as_str().unwrap().contains("<tool_call>"));
+    assert_eq!(tools["evidence"]["vLLM"], "--tool-call-parser hermes");
+    let reasoning = finding("template.reasoning-framing");
+    assert_eq!(
+        reasoning["evidence"]["vLLM"],
+        "--reasoning-parser deepseek_r1"
+    );
+    assert_eq!(
+        reasoning["evidence"]["chat_template_kwargs"],
+        "enable_thinking=false"
+    );
+}
