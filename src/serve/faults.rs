@@ -33,10 +33,14 @@ pub enum Fault {
     SlowDecode,
     /// At temperature 0, pick the 2nd-best token at one random step per request (time-seeded).
     Nondeterministic,
+    /// No reasoning parser: the reasoning stays in `content`.
+    ReasoningInContent,
+    /// The reasoning is split out of `content` and then lost: no `reasoning_content` field.
+    ReasoningDropped,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 12] = [
+    pub const ALL: [Fault; 14] = [
         Fault::BaseCheckpoint,
         Fault::DoubleBos,
         Fault::WrongTemplate,
@@ -49,7 +53,15 @@ impl Fault {
         Fault::SlowFirstToken,
         Fault::SlowDecode,
         Fault::Nondeterministic,
+        Fault::ReasoningInContent,
+        Fault::ReasoningDropped,
     ];
+
+    /// Faults of the reasoning parser: they change nothing for a model whose template has no
+    /// reasoning framing.
+    pub fn needs_reasoning(self) -> bool {
+        matches!(self, Fault::ReasoningInContent | Fault::ReasoningDropped)
+    }
 
     /// The name `--fault` takes.
     pub fn name(self) -> &'static str {
@@ -66,6 +78,8 @@ impl Fault {
             Fault::SlowFirstToken => "slow-first-token",
             Fault::SlowDecode => "slow-decode",
             Fault::Nondeterministic => "nondeterministic",
+            Fault::ReasoningInContent => "reasoning-in-content",
+            Fault::ReasoningDropped => "reasoning-dropped",
         }
     }
 
@@ -132,7 +146,16 @@ Faults (--fault NAME, repeatable; each changes exactly what it says and nothing 
   slow-first-token      sleep 300 ms before the first token [latency: TTFT]
   slow-decode           sleep 30 ms per generated token [latency: TPOT/ITL]
   nondeterministic      at temperature 0, pick the 2nd-best token at one random step (of the first
-                        8) per request, with a time-seeded RNG [server: determinism]";
+                        8) per request, with a time-seeded RNG [server: determinism]
+  reasoning-in-content  no reasoning parser: a reasoning model's thinking stays in `content`
+                        (vLLM without --reasoning-parser, llama-server --reasoning-format none)
+                        [server: reasoning split]
+  reasoning-dropped     the reasoning is cut out of `content` and then lost: no
+                        `reasoning_content` in the reply or the stream [server: reasoning split]
+
+Without a fault, a model whose chat template frames reasoning in think tags (DeepSeek-R1,
+Qwen3) has it split out of `content` into `reasoning_content`, as vLLM's deepseek_r1 parser
+does.";
 
 /// The sampler's seeded generator, seeded here from the clock and a process-wide counter so
 /// two requests in the same nanosecond still differ.

@@ -95,6 +95,9 @@ pub struct AppState {
     pub faults: Faults,
     pub tokens: Arc<Tokens>,
     pub engine: Arc<Mutex<Engine>>,
+    /// The reasoning framing of the model's template (think tags), which the server's reasoning
+    /// parser splits out of `content`.
+    pub reasoning: Option<crate::template::framing::Reasoning>,
 }
 
 /// Weight sets up to this size are content-hashed for the fingerprint; larger ones are
@@ -128,6 +131,7 @@ pub fn load(opts: &ServeOptions) -> Result<Arc<AppState>> {
     let dir = engine.model().model_dir();
     let fingerprint = fingerprint(dir)?;
     let tokens = Tokens(dir.tokenizer.as_ref().map(|t| t.tokenizer.clone()));
+    let reasoning = reasoning_framing(dir);
     let root = std::fs::canonicalize(&opts.model)
         .unwrap_or_else(|_| opts.model.clone())
         .display()
@@ -150,7 +154,20 @@ pub fn load(opts: &ServeOptions) -> Result<Arc<AppState>> {
         faults,
         tokens: Arc::new(tokens),
         engine: Arc::new(Mutex::new(engine)),
+        reasoning,
     }))
+}
+
+/// The think tags of the model's own chat template, when it has them (harmony's channels are
+/// tokens this server does not parse).
+fn reasoning_framing(
+    dir: &crate::artifacts::ModelDir,
+) -> Option<crate::template::framing::Reasoning> {
+    let source = dir.templates.select(false)?;
+    let template = crate::template::ChatTemplate::new(&source.text).ok()?;
+    crate::template::framing::derive(&template, &dir.special_tokens())
+        .reasoning
+        .filter(|r| !r.harmony())
 }
 
 /// The axum application.

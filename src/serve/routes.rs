@@ -20,6 +20,7 @@ use super::openai::{
 use super::sse::{self, Kind, StreamSpec};
 use super::AppState;
 use crate::endpoint::Generation;
+use crate::template::framing::Splitter;
 
 /// The largest request body accepted.
 const MAX_BODY_BYTES: usize = 32 << 20;
@@ -209,6 +210,7 @@ async fn run(
             stop_token_ids: common.params.stop_token_ids.clone(),
             faults: st.faults.clone(),
             tokens: st.tokens.clone(),
+            reasoning: (kind == Kind::Chat).then(|| reasoning_parser(st)).flatten(),
         };
         return Ok(Outcome::Streamed(sse::stream_response(spec, prepared, rx)));
     }
@@ -228,6 +230,15 @@ async fn run(
     })))
 }
 
+/// The reasoning parser for a chat reply: the template's think tags, unless the
+/// `reasoning-in-content` fault leaves the server without one.
+fn reasoning_parser(st: &AppState) -> Option<Splitter> {
+    if st.faults.has(Fault::ReasoningInContent) {
+        return None;
+    }
+    st.reasoning.as_ref().and_then(Splitter::new)
+}
+
 async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError> {
     let body = parse(&body)?;
     let req = openai::parse_chat(&body, st.vocab_size, Rng::from_time().next_u64())?;
@@ -245,9 +256,18 @@ async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError
         Some(_) => json!({"content": chat_logprobs(&g.steps, st.tokens.as_ref())}),
         None => Value::Null,
     };
+    let mut message =
+        json!({"role": "assistant", "content": g.text, "refusal": null, "tool_calls": []});
+    if let Some(splitter) = reasoning_parser(&st) {
+        let (reasoning, content) = splitter.split(&g.text);
+        message["content"] = json!(content);
+        if !st.faults.has(Fault::ReasoningDropped) {
+            message["reasoning_content"] = json!(reasoning);
+        }
+    }
     let mut choice = json!({
         "index": 0,
-        "message": {"role": "assistant", "content": g.text, "refusal": null, "tool_calls": []},
+        "message": message,
         "logprobs": logprobs,
         "finish_reason": finish_reason_str(g.finish_reason),
         "stop_reason": stop_reason,

@@ -17,6 +17,7 @@ use super::openai::{
     chat_logprobs, completion_logprobs, finish_reason_str, Meta, TokenStrings, Usage,
 };
 use crate::endpoint::{Generation, TokenStep};
+use crate::template::framing::{Part, Splitter};
 
 /// One SSE event carrying `data`.
 pub fn frame(data: &str) -> Bytes {
@@ -126,6 +127,8 @@ pub struct StreamSpec {
     pub stop_token_ids: Vec<u32>,
     pub faults: Faults,
     pub tokens: Arc<dyn TokenStrings + Send + Sync>,
+    /// The reasoning parser (chat only): reasoning deltas go out as `reasoning_content`.
+    pub reasoning: Option<Splitter>,
 }
 
 /// vLLM's `stop_reason`: the request stop token id or stop string that ended the reply; null
@@ -229,15 +232,19 @@ impl StreamState {
 
     /// A chunk for `text` (may be empty for the finish chunk) carrying the pending steps.
     fn chunk(&mut self, text: &str, finish: Option<(&str, Value)>) -> Value {
+        self.chunk_of("content", text, finish)
+    }
+
+    /// A chunk whose delta carries `text` as `field` (`content`, or `reasoning_content`).
+    fn chunk_of(&mut self, field: &str, text: &str, finish: Option<(&str, Value)>) -> Value {
         let steps = std::mem::take(&mut self.pending);
         let mut choice = match self.spec.kind {
             Kind::Chat => {
-                let delta = if text.is_empty() {
-                    json!({})
-                } else {
-                    json!({"content": text})
-                };
-                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": null})
+                let mut delta = serde_json::Map::new();
+                if !text.is_empty() {
+                    delta.insert(field.to_string(), json!(text));
+                }
+                json!({"index": 0, "delta": Value::Object(delta), "logprobs": null, "finish_reason": null})
             }
             Kind::Completion => {
                 json!({"index": 0, "text": text, "logprobs": null, "finish_reason": null})
@@ -270,6 +277,29 @@ impl StreamState {
         self.envelope(json!([choice]))
     }
 
+    /// Text the model produced: through the reasoning parser when there is one.
+    fn produced(&mut self, text: &str) {
+        let Some(splitter) = self.spec.reasoning.as_mut() else {
+            return self.content(text);
+        };
+        for part in splitter.push(text) {
+            self.part(part);
+        }
+    }
+
+    fn part(&mut self, part: Part) {
+        match part {
+            Part::Content(text) => self.content(&text),
+            Part::Reasoning(text) => {
+                if self.spec.faults.has(Fault::ReasoningDropped) {
+                    return;
+                }
+                let v = self.chunk_of("reasoning_content", &text, None);
+                self.push_json(&v);
+            }
+        }
+    }
+
     fn content(&mut self, text: &str) {
         if text.is_empty() {
             return;
@@ -287,17 +317,26 @@ impl StreamState {
         // flushes held-back text with the stop token); the streamer is a second guard.
         let text = self.text.push(&step.text);
         self.pending.push(step);
-        self.content(&text);
+        self.produced(&text);
     }
 
     fn done(&mut self, g: Generation) {
         match self.text.finish(&g.text) {
-            Some(rest) => self.content(&rest),
+            Some(rest) => self.produced(&rest),
             None => eprintln!(
                 "chatgate serve: warning: streamed text {:?} is not a prefix of the final text {:?}",
                 self.text.sent(),
                 g.text
             ),
+        }
+        let held = self
+            .spec
+            .reasoning
+            .as_mut()
+            .map(Splitter::finish)
+            .unwrap_or_default();
+        for part in held {
+            self.part(part);
         }
         let reason = finish_reason_str(g.finish_reason);
         let stop_reason = stop_reason(

@@ -66,6 +66,7 @@ pub const CHECKS: &[&str] = &[
     "server.max-tokens",
     "server.models",
     "server.reachable",
+    "server.reasoning-split",
     "server.responds",
     "server.schema",
     "server.slo",

@@ -204,12 +204,26 @@ fn serve_fault(f: Fault) -> (&'static str, &'static str, &'static str, &'static 
             "server",
             "server.determinism",
         ),
+        Fault::ReasoningInContent => (
+            "reasoning left in content",
+            "has no reasoning parser",
+            "server",
+            "server.reasoning-split",
+        ),
+        Fault::ReasoningDropped => (
+            "reasoning dropped",
+            "splits the reasoning out and loses it",
+            "server",
+            "server.reasoning-split",
+        ),
     }
 }
 
 /// Every `chatgate serve --fault`, against the smoke suite over loopback.
+/// (The reasoning-parser faults change nothing for tiny-chat, whose template frames no
+/// reasoning: tests/it/reasoning_split.rs serves them on a reasoning family's stand-in.)
 async fn serve_rows(rows: &mut Vec<Row>) {
-    for fault in Fault::ALL {
+    for fault in Fault::ALL.into_iter().filter(|f| !f.needs_reasoning()) {
         let t = Instant::now();
         let (class, what, boundary, check) = serve_fault(fault);
         let server = serve_tiny_chat(&[fault]).await;

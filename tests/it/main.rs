@@ -23,6 +23,7 @@ mod models_tiny;
 mod parser_fuzz;
 mod proxy_client;
 mod real_servers;
+mod reasoning_split;
 mod render_contract;
 mod report_formats;
 mod serve_http;

@@ -12,6 +12,7 @@
 pub mod checkpoint;
 pub mod drift;
 pub mod generation;
+pub mod reasoning;
 pub mod server;
 pub mod template;
 pub mod tokenizer;
