@@ -21,7 +21,9 @@ use std::time::Instant;
 use chatgate::proxy::{self, ProxyOptions};
 use chatgate::report::GateReport;
 use chatgate::serve::Fault;
-use gate_workspace::{copy_dir, errors, gate, serve_tiny_chat, single_threaded, Workspace, REPO};
+use gate_workspace::{
+    copy_dir, errors, gate, serve_model, serve_tiny_chat, single_threaded, Workspace, REPO,
+};
 use serde_json::{json, Value};
 
 const START: &str = "<!-- catch-matrix:start -->";
@@ -234,6 +236,49 @@ async fn serve_rows(rows: &mut Vec<Row>) {
         rows.push(Row::new(class, how, boundary, check).judge(&r));
         eprintln!("serve --fault {fault}: {:.1} s", t.elapsed().as_secs_f64());
     }
+}
+
+/// The reasoning parser's faults on a reasoning family: the DeepSeek-R1 stand-in of
+/// tests/it/reasoning_split.rs (its generation prompt opens `<think>`), with a suite `init`
+/// wrote against the healthy `chatgate serve` (without SFT rows: see that file).
+async fn reasoning_rows(rows: &mut Vec<Row>) {
+    let model = crate::reasoning_split::standin();
+    let ws = tempfile::tempdir().expect("tempdir");
+    let suite_for = |url: String, stack: Option<&'static str>, name: &str| {
+        let dir = ws.path().join(name);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let model = model.clone();
+        let suite = dir.join("suite.toml");
+        let init = move || crate::reasoning_split::init(&dir, &model, &url, stack);
+        (suite, init)
+    };
+    let healthy = serve_model(&model, &[], None).await;
+    let (suite, init) = suite_for(healthy.url(), None, "serve");
+    tokio::task::spawn_blocking(init).await.expect("init");
+    healthy.stop().await.expect("stop");
+    for fault in Fault::ALL.into_iter().filter(|f| f.needs_reasoning()) {
+        let (class, what, boundary, check) = serve_fault(fault);
+        let server = serve_model(&model, &[fault], None).await;
+        let r = gate(suite.clone(), Some(server.url())).await;
+        server.stop().await.expect("stop");
+        let how = format!("`chatgate serve --fault {fault}` over a DeepSeek-R1 stand-in: {what}");
+        rows.push(Row::new(class, how, boundary, check).judge(&r));
+    }
+    let row = Row::new(
+        "reasoning left in content",
+        "llama-cpp-python (no reasoning parser) over a DeepSeek-R1 stand-in's GGUF".to_string(),
+        "server",
+        "server.reasoning-split",
+    );
+    let Some(python) = llama_server::python() else {
+        rows.push(row);
+        return;
+    };
+    let server = llama_server::LlamaServer::start(&python, &model.join("model.gguf"), "model", &[]);
+    let (suite, init) = suite_for(server.url.clone(), Some("llama-cpp-python"), "llama");
+    tokio::task::spawn_blocking(init).await.expect("init");
+    let r = gate(suite, Some(server.url.clone())).await;
+    rows.push(row.judge(&r));
 }
 
 /// A llama-2 chat template, as a fine-tune's files end up with when the wrong base's
@@ -638,6 +683,14 @@ async fn serve_faults() {
     single_threaded();
     let mut rows = Vec::new();
     serve_rows(&mut rows).await;
+    check_rows(&rows);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_faults() {
+    single_threaded();
+    let mut rows = Vec::new();
+    reasoning_rows(&mut rows).await;
     check_rows(&rows);
 }
 

@@ -1,10 +1,11 @@
 //! `server.reasoning-split` on a reasoning family: a stand-in of DeepSeek-R1 — the DeepSeek-V3
 //! tokenizer R1 ships, and R1's template (tests/corpus/templates, the Distill's copy: the
 //! generation prompt opens `<think>\n`, so every reply starts as reasoning). The real
-//! `chatgate serve` splits the reasoning out as vLLM's `deepseek_r1` parser does and passes; its
-//! `reasoning-in-content` and `reasoning-dropped` faults are caught there, first; llama-cpp-python,
-//! which has no reasoning parser, is caught leaving the reasoning in `content` — what its users
-//! see; `transformers serve`, whose qwen response parser reads the prompt as a prefix, splits it.
+//! `chatgate serve` splits the reasoning out as vLLM's `deepseek_r1` parser does and passes;
+//! `transformers serve`, whose qwen response parser reads the prompt as a prefix, splits it
+//! too. The faults — `chatgate serve`'s `reasoning-in-content` and `reasoning-dropped`, and
+//! llama-cpp-python, which has no reasoning parser — are catch-matrix rows
+//! (tests/it/catch_matrix.rs `reasoning_faults`), with this file's stand-in and suite.
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,7 +15,8 @@ use serde_json::Value;
 use crate::common::cli::chatgate_in;
 use crate::common::families::Family;
 
-fn standin() -> PathBuf {
+/// The DeepSeek-R1 stand-in (built once, cached; read it, never change it).
+pub(crate) fn standin() -> PathBuf {
     let family = Family {
         name: "DeepSeek-R1: the DeepSeek-V3 tokenizer R1 ships, R1's template",
         model: "DeepSeek-V3",
@@ -99,7 +101,8 @@ fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {check} finding: {report}"))
 }
 
-fn init(dir: &Path, model: &Path, url: &str, stack: Option<&str>) {
+/// `chatgate init` in `dir` for `model` served at `url`, without its `[sft]` rows.
+pub(crate) fn init(dir: &Path, model: &Path, url: &str, stack: Option<&str>) {
     let mut args = vec![
         "init",
         "suite.toml",
@@ -139,76 +142,25 @@ fn drop_sft(dir: &Path) {
     std::fs::write(&path, out).expect("suite.toml");
 }
 
+/// The healthy `chatgate serve` splits what the model reasons (its faults are catch-matrix
+/// rows: tests/it/catch_matrix.rs `reasoning_faults`).
 #[test]
-fn chatgate_serve_splits_reasoning_and_each_parser_fault_is_caught_first() {
+fn chatgate_serve_splits_the_reasoning_the_prompt_opened() {
     let model = standin();
     let dir = tempfile::tempdir().expect("tempdir");
     let healthy = Serve::start(&model, &[]);
     init(dir.path(), &model, &healthy.url, None);
-    let (code, report) = gate(dir.path(), &healthy.url, true);
-    let split = finding(&report, "server.reasoning-split");
-    assert_ne!(split["severity"], "error", "{split}");
-    assert_eq!(code, 0, "healthy: {}", report["first_broken"]);
-    // The stand-in never closes its reasoning: every reply is cut inside it, which is said.
-    assert_eq!(split["severity"], "warning", "{split}");
-    assert!(split["message"]
-        .as_str()
-        .unwrap()
-        .contains("ended inside their reasoning"));
-    drop(healthy);
-
-    for (fault, says) in [
-        (
-            "reasoning-in-content",
-            "leaves the model's reasoning in `content`",
-        ),
-        ("reasoning-dropped", "loses the model's reasoning"),
-    ] {
-        let broken = Serve::start(&model, &[fault]);
-        let (code, report) = gate(dir.path(), &broken.url, false);
-        assert_eq!(code, 1, "{fault}: {}", report["first_broken"]);
-        assert_eq!(
-            report["first_broken"]["check"], "server.reasoning-split",
-            "{fault}: {}",
-            report["first_broken"]
-        );
-        let f = finding(&report, "server.reasoning-split");
-        assert!(
-            f["message"].as_str().unwrap().contains(says),
-            "{fault}: {f}"
-        );
+    for update in [true, false] {
+        let (code, report) = gate(dir.path(), &healthy.url, update);
+        let split = finding(&report, "server.reasoning-split");
+        assert_eq!(code, 0, "healthy: {}", report["first_broken"]);
+        // The stand-in never closes its reasoning: every reply is cut inside it, which is said.
+        assert_eq!(split["severity"], "warning", "{split}");
+        assert!(split["message"]
+            .as_str()
+            .unwrap()
+            .contains("ended inside their reasoning"));
     }
-}
-
-/// llama-cpp-python renders the GGUF's template (the prompt opens `<think>`) and has no
-/// reasoning parser: the reasoning comes back as `content`, and the gate says so, naming the
-/// flags of the stacks that do split it.
-#[test]
-fn llama_cpp_python_leaves_the_reasoning_in_content() {
-    let Some(python) = crate::common::llama_server::python() else {
-        return;
-    };
-    let model = standin();
-    let server = crate::common::llama_server::LlamaServer::start(
-        &python,
-        &model.join("model.gguf"),
-        "model",
-        &[],
-    );
-    let dir = tempfile::tempdir().expect("tempdir");
-    init(dir.path(), &model, &server.url, Some("llama-cpp-python"));
-    let (code, report) = gate(dir.path(), &server.url, true);
-    let f = finding(&report, "server.reasoning-split");
-    assert_eq!(f["severity"], "error", "{f}\n{}", server.log_text());
-    assert!(f["message"]
-        .as_str()
-        .unwrap()
-        .contains("leaves the model's reasoning in `content`"));
-    assert!(f["evidence"]["fix"]
-        .as_str()
-        .unwrap()
-        .contains("--reasoning-parser deepseek_r1"));
-    assert_eq!(code, 1);
 }
 
 /// `transformers serve` parses replies with a response template it picks by `model_type`

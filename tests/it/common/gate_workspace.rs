@@ -88,9 +88,23 @@ pub async fn serve_tiny_chat(faults: &[Fault]) -> RunningServer {
 /// `serve_tiny_chat`, with the weights of the faults that serve another checkpoint taken from
 /// `fault_model` (a model directory).
 pub async fn serve_tiny_chat_with(faults: &[Fault], fault_model: Option<&Path>) -> RunningServer {
+    serve_model(
+        &Path::new(REPO).join("models/tiny-chat"),
+        faults,
+        fault_model,
+    )
+    .await
+}
+
+/// The real `chatgate serve` (in-process, loopback) over `model`, with `faults`.
+pub async fn serve_model(
+    model: &Path,
+    faults: &[Fault],
+    fault_model: Option<&Path>,
+) -> RunningServer {
     single_threaded();
     let opts = ServeOptions {
-        model: Path::new(REPO).join("models/tiny-chat"),
+        model: model.to_path_buf(),
         faults: faults.to_vec(),
         fault_model: fault_model.map(Path::to_path_buf),
         ..ServeOptions::default()
@@ -98,7 +112,7 @@ pub async fn serve_tiny_chat_with(faults: &[Fault], fault_model: Option<&Path>) 
     let state = tokio::task::spawn_blocking(move || serve::load(&opts))
         .await
         .expect("load task")
-        .expect("tiny-chat loads");
+        .expect("the model loads");
     serve::start(state, "127.0.0.1:0").await.expect("bind")
 }
 
