@@ -137,6 +137,9 @@ pub struct Record {
     pub text: String,
     /// `reasoning_content` (or `reasoning`) joined.
     pub reasoning: String,
+    /// The field the reasoning came in: `reasoning_content` or `reasoning` (vLLM renamed the
+    /// first to the second in 2026; a client reading the other gets nothing).
+    pub reasoning_field: Option<&'static str>,
     /// Tool calls, assembled from their deltas: `{"id", "type", "function": {"name", "arguments"}}`.
     pub tool_calls: Vec<Value>,
     /// Generated token ids, when the target reports them (candle; vLLM `return_token_ids`;
@@ -171,6 +174,7 @@ impl Record {
         Record {
             text: String::new(),
             reasoning: String::new(),
+            reasoning_field: None,
             tool_calls: Vec::new(),
             token_ids: None,
             prompt_ids: None,

@@ -160,6 +160,7 @@ fn chatgate_serve_splits_the_reasoning_the_prompt_opened() {
             .as_str()
             .unwrap()
             .contains("ended inside their reasoning"));
+        assert_eq!(split["evidence"]["reasoning field"], "reasoning_content");
     }
 }
 

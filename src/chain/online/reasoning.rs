@@ -36,6 +36,7 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
         return None;
     }
     let mut seen: Vec<(String, Split)> = Vec::new();
+    let mut fields = std::collections::BTreeSet::new();
     let mut parity = None;
     for run in &obs.runs {
         let streamed = run.streamed.as_ref().and_then(|r| r.as_ref().ok());
@@ -57,6 +58,7 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
         }
         for (how, rec) in [("reply", run.main()), ("streamed reply", streamed)] {
             let Some(rec) = rec else { continue };
+            fields.extend(rec.reasoning_field);
             let generated = rec
                 .token_ids
                 .as_deref()
@@ -65,7 +67,12 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
             seen.push((at, judge(&framing, rec, generated.as_deref())));
         }
     }
-    let f = finding(&framing, &seen);
+    let mut f = finding(&framing, &seen);
+    if !fields.is_empty() {
+        // Which name the client must read: vLLM renamed `reasoning_content` to `reasoning`.
+        let names: Vec<&str> = fields.into_iter().collect();
+        f = f.with("reasoning field", names.join(", "));
+    }
     Some(match parity {
         Some(why) if f.severity != Severity::Error => Finding::new(
             Server,

@@ -128,17 +128,29 @@ pub(super) fn parse_envelope(v: &Value, rec: &mut Record) {
     }
 }
 
+/// A message's or a delta's non-empty reasoning, and the field it came in (the older
+/// `reasoning_content` first: a server that sends both keeps it for old readers).
+pub(super) fn reasoning_of(msg: &Value) -> Option<(&'static str, &str)> {
+    ["reasoning_content", "reasoning"]
+        .into_iter()
+        .find_map(|field| {
+            msg[field]
+                .as_str()
+                .filter(|t| !t.is_empty())
+                .map(|t| (field, t))
+        })
+}
+
 /// A non-streamed chat completion.
 pub(super) fn parse_chat_reply(v: &Value, rec: &mut Record) {
     parse_envelope(v, rec);
     let ch = &v["choices"][0];
     let msg = &ch["message"];
     rec.text = msg["content"].as_str().unwrap_or_default().to_string();
-    rec.reasoning = msg["reasoning_content"]
-        .as_str()
-        .or(msg["reasoning"].as_str())
-        .unwrap_or_default()
-        .to_string();
+    if let Some((field, text)) = reasoning_of(msg) {
+        rec.reasoning = text.to_string();
+        rec.reasoning_field = Some(field);
+    }
     rec.tool_calls = msg["tool_calls"].as_array().cloned().unwrap_or_default();
     rec.finish_reason = ch["finish_reason"].as_str().map(str::to_string);
     if let Some(ids) = id_list(&ch["token_ids"]) {
@@ -219,6 +231,27 @@ mod tests {
     /// the server reported one entry for the three (5 tokens, 3 entries).
     const HELD_BACK: &str =
         include_str!("../../../tests/fixtures/server-replies/llama-server-held-back-utf8.json");
+
+    /// vLLM's newer `reasoning` and the older `reasoning_content` are both read, and which one
+    /// came is kept.
+    #[test]
+    fn the_reasoning_field_is_read_under_either_name_and_named() {
+        for field in ["reasoning", "reasoning_content"] {
+            let mut message = serde_json::json!({"content": "A"});
+            message[field] = "R".into();
+            let v = serde_json::json!({"choices": [{"message": message}]});
+            let mut rec = Record::new();
+            parse_chat_reply(&v, &mut rec);
+            assert_eq!(
+                (rec.reasoning.as_str(), rec.reasoning_field),
+                ("R", Some(field))
+            );
+        }
+        let v = serde_json::json!({"choices": [{"message": {"content": "A"}}]});
+        let mut rec = Record::new();
+        parse_chat_reply(&v, &mut rec);
+        assert_eq!(rec.reasoning_field, None);
+    }
 
     #[test]
     fn an_entry_for_held_back_tokens_is_not_read_as_one_token() {

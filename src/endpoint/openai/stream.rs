@@ -102,9 +102,9 @@ impl StreamAcc {
             rec.text.push_str(c);
             kind = Some(OutputKind::Content);
         }
-        let reasoning = d["reasoning_content"].as_str().or(d["reasoning"].as_str());
-        if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
+        if let Some((field, r)) = super::reply::reasoning_of(d) {
             rec.reasoning.push_str(r);
+            rec.reasoning_field = Some(field);
             kind = kind.or(Some(OutputKind::Reasoning));
         }
         if let Some(calls) = d["tool_calls"].as_array().filter(|c| !c.is_empty()) {
