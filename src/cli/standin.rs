@@ -26,6 +26,10 @@ pub struct StandinArgs {
     /// Replace the stand-in's files in an OUT that already holds files.
     #[arg(long)]
     pub force: bool,
+    /// Script the reply: every greedy reply is TEXT, then the turn terminator (e.g. a
+    /// `<tool_call>` block, to test a server's tool-call parser with the family's real framing).
+    #[arg(long, value_name = "TEXT")]
+    pub reply: Option<String>,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
 }
@@ -38,6 +42,7 @@ pub fn run(a: StandinArgs) -> Result<i32> {
         layers: a.layers,
         hidden: a.hidden,
         force: a.force,
+        reply: a.reply,
     })?;
     match a.format {
         Format::Json => println!(

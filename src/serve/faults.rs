@@ -37,10 +37,16 @@ pub enum Fault {
     ReasoningInContent,
     /// The reasoning is split out of `content` and then lost: no `reasoning_content` field.
     ReasoningDropped,
+    /// No tool-call parser: a call the model emitted stays in `content` as text.
+    ToolCallsAsText,
+    /// Calls are parsed, and their `arguments` written as a Python dict, not JSON.
+    ToolArgumentsBroken,
+    /// Streamed calls repeat the arguments so far in every delta instead of the new part.
+    ToolStreamBroken,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 14] = [
+    pub const ALL: [Fault; 17] = [
         Fault::BaseCheckpoint,
         Fault::DoubleBos,
         Fault::WrongTemplate,
@@ -55,12 +61,23 @@ impl Fault {
         Fault::Nondeterministic,
         Fault::ReasoningInContent,
         Fault::ReasoningDropped,
+        Fault::ToolCallsAsText,
+        Fault::ToolArgumentsBroken,
+        Fault::ToolStreamBroken,
     ];
 
     /// Faults of the reasoning parser: they change nothing for a model whose template has no
     /// reasoning framing.
     pub fn needs_reasoning(self) -> bool {
         matches!(self, Fault::ReasoningInContent | Fault::ReasoningDropped)
+    }
+
+    /// Faults of the tool-call parser: they change nothing unless the model emits a call.
+    pub fn needs_tool_calls(self) -> bool {
+        matches!(
+            self,
+            Fault::ToolCallsAsText | Fault::ToolArgumentsBroken | Fault::ToolStreamBroken
+        )
     }
 
     /// The name `--fault` takes.
@@ -80,6 +97,9 @@ impl Fault {
             Fault::Nondeterministic => "nondeterministic",
             Fault::ReasoningInContent => "reasoning-in-content",
             Fault::ReasoningDropped => "reasoning-dropped",
+            Fault::ToolCallsAsText => "tool-calls-as-text",
+            Fault::ToolArgumentsBroken => "tool-arguments-broken",
+            Fault::ToolStreamBroken => "tool-stream-broken",
         }
     }
 
@@ -152,10 +172,19 @@ Faults (--fault NAME, repeatable; each changes exactly what it says and nothing 
                         [server: reasoning split]
   reasoning-dropped     the reasoning is cut out of `content` and then lost: no
                         `reasoning_content` in the reply or the stream [server: reasoning split]
+  tool-calls-as-text    no tool-call parser: the call the model wrote stays in `content` as text
+                        (vLLM without --enable-auto-tool-choice, llama-cpp-python's default
+                        chat format) [server: tool-call parse]
+  tool-arguments-broken calls are parsed and their `arguments` written as a Python dict
+                        ({'city': 'Paris'}), not JSON [server: tool-call parse]
+  tool-stream-broken    streamed calls repeat all the arguments so far in every delta, so the
+                        deltas do not add up to the call [server: tool-call parse]
 
 Without a fault, a model whose chat template frames reasoning in think tags (DeepSeek-R1,
 Qwen3) has it split out of `content` into `reasoning_content`, as vLLM's deepseek_r1 parser
-does.";
+does; and when a request offers `tools` (and `tool_choice` is not \"none\"), a call the model
+writes the way its template frames it (`<tool_call>` JSON, Mistral's `[TOOL_CALLS]`, Llama's bare
+JSON) comes back in `tool_calls`, as vLLM's hermes / mistral / llama3_json parsers return it.";
 
 /// The sampler's seeded generator, seeded here from the clock and a process-wide counter so
 /// two requests in the same nanosecond still differ.

@@ -98,6 +98,9 @@ pub struct AppState {
     /// The reasoning framing of the model's template (think tags), which the server's reasoning
     /// parser splits out of `content`.
     pub reasoning: Option<crate::template::framing::Reasoning>,
+    /// How the model's template writes a tool call, when it is a framing the server's tool-call
+    /// parser reads (the function's name inside the call's JSON).
+    pub tool_calls: Option<crate::template::framing::Call>,
 }
 
 /// Weight sets up to this size are content-hashed for the fingerprint; larger ones are
@@ -131,7 +134,7 @@ pub fn load(opts: &ServeOptions) -> Result<Arc<AppState>> {
     let dir = engine.model().model_dir();
     let fingerprint = fingerprint(dir)?;
     let tokens = Tokens(dir.tokenizer.as_ref().map(|t| t.tokenizer.clone()));
-    let reasoning = reasoning_framing(dir);
+    let (reasoning, tool_calls) = framing(dir);
     let root = std::fs::canonicalize(&opts.model)
         .unwrap_or_else(|_| opts.model.clone())
         .display()
@@ -155,19 +158,31 @@ pub fn load(opts: &ServeOptions) -> Result<Arc<AppState>> {
         tokens: Arc::new(tokens),
         engine: Arc::new(Mutex::new(engine)),
         reasoning,
+        tool_calls,
     }))
 }
 
-/// The think tags of the model's own chat template, when it has them (harmony's channels are
-/// tokens this server does not parse).
-fn reasoning_framing(
+/// The parsers' framings from the model's own chat template: its think tags (harmony's
+/// channels are tokens this server does not parse) and its tool-call framing (when the name sits
+/// inside the call's JSON).
+fn framing(
     dir: &crate::artifacts::ModelDir,
-) -> Option<crate::template::framing::Reasoning> {
-    let source = dir.templates.select(false)?;
-    let template = crate::template::ChatTemplate::new(&source.text).ok()?;
-    crate::template::framing::derive(&template, &dir.special_tokens())
-        .reasoning
-        .filter(|r| !r.harmony())
+) -> (
+    Option<crate::template::framing::Reasoning>,
+    Option<crate::template::framing::Call>,
+) {
+    let Some(template) = dir
+        .templates
+        .select(false)
+        .and_then(|source| crate::template::ChatTemplate::new(&source.text).ok())
+    else {
+        return (None, None);
+    };
+    let f = crate::template::framing::derive(&template, &dir.special_tokens());
+    (
+        f.reasoning.filter(|r| !r.harmony()),
+        f.tools.call.filter(|c| c.parseable()),
+    )
 }
 
 /// The axum application.

@@ -407,6 +407,9 @@ pub fn parse_messages(f: &Fields) -> Result<Prompt, ApiError> {
 pub struct ChatRequest {
     pub common: Common,
     pub prompt: Prompt,
+    /// The request offers tools and lets the model call them (`tool_choice` is not "none"):
+    /// vLLM's rule for running the tool-call parser.
+    pub parse_tools: bool,
 }
 
 pub fn parse_chat(
@@ -429,7 +432,13 @@ pub fn parse_chat(
         (true, n) => Some(check_top("top_logprobs", n.unwrap_or(0))?),
     };
     let common = parse_common(&f, vocab, random_seed, logprobs)?;
-    Ok(ChatRequest { common, prompt })
+    let offered = matches!(&prompt, Prompt::Chat { tools: Some(t), .. } if t.as_array().is_some_and(|t| !t.is_empty()));
+    let parse_tools = offered && f.get("tool_choice").and_then(Value::as_str) != Some("none");
+    Ok(ChatRequest {
+        common,
+        prompt,
+        parse_tools,
+    })
 }
 
 pub struct CompletionRequest {

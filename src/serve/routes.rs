@@ -17,10 +17,11 @@ use super::faults::{random_hex, Fault, Rng};
 use super::openai::{
     self, chat_logprobs, completion_logprobs, finish_reason_str, Fields, Meta, Usage,
 };
-use super::sse::{self, Kind, StreamSpec};
+use super::sse::{self, Kind, StreamSpec, ToolStream};
 use super::AppState;
 use crate::endpoint::Generation;
-use crate::template::framing::Splitter;
+use crate::template::calls::ToolCall;
+use crate::template::framing::{Call, Splitter};
 
 /// The largest request body accepted.
 const MAX_BODY_BYTES: usize = 32 << 20;
@@ -183,6 +184,7 @@ async fn run(
     kind: Kind,
     common: &openai::Common,
     prompt: Prompt,
+    tool_parser: Option<Call>,
 ) -> Result<Outcome, ApiError> {
     check_model(st, common.model.as_deref())?;
     let job = Job {
@@ -211,6 +213,7 @@ async fn run(
             faults: st.faults.clone(),
             tokens: st.tokens.clone(),
             reasoning: (kind == Kind::Chat).then(|| reasoning_parser(st)).flatten(),
+            tools: tool_parser.map(ToolStream::new),
         };
         return Ok(Outcome::Streamed(sse::stream_response(spec, prepared, rx)));
     }
@@ -239,16 +242,41 @@ fn reasoning_parser(st: &AppState) -> Option<Splitter> {
     st.reasoning.as_ref().and_then(Splitter::new)
 }
 
+/// The tool-call parser for a chat reply: the template's call framing when the request lets the
+/// model call its tools, unless the `tool-calls-as-text` fault leaves the server without one.
+fn tool_parser(st: &AppState, parse_tools: bool) -> Option<Call> {
+    if !parse_tools || st.faults.has(Fault::ToolCallsAsText) {
+        return None;
+    }
+    st.tool_calls.clone()
+}
+
+/// A parsed call as the API carries it; under `tool-arguments-broken`, its arguments written as
+/// a Python dict.
+pub(super) fn api_call(call: &ToolCall, faults: &crate::serve::faults::Faults) -> Value {
+    let mut v = call.to_openai(&format!("call_{}", random_hex(24)));
+    if faults.has(Fault::ToolArgumentsBroken) {
+        v["function"]["arguments"] = json!(python_dict(&call.arguments));
+    }
+    v
+}
+
+/// `{'city': 'Paris'}`: what a parser that formats arguments with Python's str() returns.
+fn python_dict(v: &Value) -> String {
+    v.to_string().replace('"', "'")
+}
+
 async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError> {
     let body = parse(&body)?;
     let req = openai::parse_chat(&body, st.vocab_size, Rng::from_time().next_u64())?;
     let common = req.common;
+    let tools = tool_parser(&st, req.parse_tools);
     let Finished {
         g,
         prepared,
         meta,
         stop_reason,
-    } = match run(&st, Kind::Chat, &common, req.prompt).await? {
+    } = match run(&st, Kind::Chat, &common, req.prompt, tools.clone()).await? {
         Outcome::Streamed(r) => return Ok(r),
         Outcome::Done(f) => *f,
     };
@@ -265,11 +293,26 @@ async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError
             message["reasoning_content"] = json!(reasoning);
         }
     }
+    let mut finish_reason = finish_reason_str(g.finish_reason);
+    let parsed = tools.and_then(|call| call.parse(message["content"].as_str().unwrap_or("")));
+    if let Some(parsed) = parsed.filter(|p| !p.calls.is_empty()) {
+        // vLLM's hermes parser: the text before the first call is the content, null when none.
+        message["content"] = match parsed.content.trim() {
+            "" => Value::Null,
+            text => json!(text),
+        };
+        message["tool_calls"] = parsed
+            .calls
+            .iter()
+            .map(|c| api_call(c, &st.faults))
+            .collect();
+        finish_reason = "tool_calls";
+    }
     let mut choice = json!({
         "index": 0,
         "message": message,
         "logprobs": logprobs,
-        "finish_reason": finish_reason_str(g.finish_reason),
+        "finish_reason": finish_reason,
         "stop_reason": stop_reason,
     });
     if common.return_token_ids {
@@ -306,7 +349,7 @@ async fn completions_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, A
         prepared,
         meta,
         stop_reason,
-    } = match run(&st, Kind::Completion, &common, req.prompt).await? {
+    } = match run(&st, Kind::Completion, &common, req.prompt, None).await? {
         Outcome::Streamed(r) => return Ok(r),
         Outcome::Done(f) => *f,
     };

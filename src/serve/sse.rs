@@ -17,7 +17,7 @@ use super::openai::{
     chat_logprobs, completion_logprobs, finish_reason_str, Meta, TokenStrings, Usage,
 };
 use crate::endpoint::{Generation, TokenStep};
-use crate::template::framing::{Part, Splitter};
+use crate::template::framing::{partial_suffix, Call, Part, Splitter};
 
 /// One SSE event carrying `data`.
 pub fn frame(data: &str) -> Bytes {
@@ -129,6 +129,52 @@ pub struct StreamSpec {
     pub tokens: Arc<dyn TokenStrings + Send + Sync>,
     /// The reasoning parser (chat only): reasoning deltas go out as `reasoning_content`.
     pub reasoning: Option<Splitter>,
+    /// The tool-call parser (chat requests that offer tools): calls go out as `tool_calls`
+    /// deltas.
+    pub tools: Option<ToolStream>,
+}
+
+/// The streaming tool-call parser: content streams until the call marker, then the rest is
+/// held and parsed when the reply ends (each call's name in one delta, its arguments in two).
+pub struct ToolStream {
+    call: Call,
+    held: String,
+    in_call: bool,
+}
+
+impl ToolStream {
+    pub fn new(call: Call) -> ToolStream {
+        ToolStream {
+            call,
+            held: String::new(),
+            in_call: false,
+        }
+    }
+
+    /// The content `text` releases: all of it before the call marker (less what may be its
+    /// start), nothing after.
+    fn push(&mut self, text: &str) -> String {
+        self.held.push_str(text);
+        if self.in_call {
+            return String::new();
+        }
+        let marker = self.call.marker();
+        if marker.is_empty() {
+            // A bare JSON call: the reply is a call or not, known at its end.
+            return String::new();
+        }
+        match self.held.find(marker) {
+            Some(at) => {
+                self.in_call = true;
+                let before: String = self.held.drain(..at).collect();
+                before.trim_end().to_string()
+            }
+            None => {
+                let keep = partial_suffix(&self.held, marker);
+                self.held.drain(..self.held.len() - keep).collect()
+            }
+        }
+    }
 }
 
 /// vLLM's `stop_reason`: the request stop token id or stop string that ended the reply; null
@@ -300,7 +346,63 @@ impl StreamState {
         }
     }
 
+    /// Content text: through the tool-call parser when there is one.
     fn content(&mut self, text: &str) {
+        let released = match self.spec.tools.as_mut() {
+            Some(tools) => tools.push(text),
+            None => text.to_string(),
+        };
+        self.send_content(&released);
+    }
+
+    /// What the tool-call parser held when the reply ended: its calls as `tool_calls` deltas
+    /// (true), or the text as content when it holds none.
+    fn flush_tools(&mut self) -> bool {
+        let Some(tools) = self.spec.tools.take() else {
+            return false;
+        };
+        let parsed = tools.call.parse(&tools.held).unwrap_or_default();
+        if parsed.calls.is_empty() {
+            self.send_content(&tools.held);
+            return false;
+        }
+        self.send_content(&parsed.content);
+        for (index, call) in parsed.calls.iter().enumerate() {
+            let whole = super::routes::api_call(call, &self.spec.faults);
+            let args = whole["function"]["arguments"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            let mut head = whole.clone();
+            head["index"] = json!(index);
+            head["function"]["arguments"] = json!("");
+            self.push_tool_delta(head);
+            let mid = (0..=args.len() / 2)
+                .rev()
+                .find(|&i| args.is_char_boundary(i))
+                .unwrap_or(0);
+            for (from, to) in [(0, mid), (mid, args.len())] {
+                // Under the fault, each delta carries everything so far, not the new part.
+                let from = if self.spec.faults.has(Fault::ToolStreamBroken) {
+                    0
+                } else {
+                    from
+                };
+                self.push_tool_delta(
+                    json!({"index": index, "function": {"arguments": &args[from..to]}}),
+                );
+            }
+        }
+        true
+    }
+
+    fn push_tool_delta(&mut self, call: Value) {
+        let mut v = self.chunk("", None);
+        v["choices"][0]["delta"] = json!({"tool_calls": [call]});
+        self.push_json(&v);
+    }
+
+    fn send_content(&mut self, text: &str) {
         if text.is_empty() {
             return;
         }
@@ -338,7 +440,12 @@ impl StreamState {
         for part in held {
             self.part(part);
         }
-        let reason = finish_reason_str(g.finish_reason);
+        let called = self.flush_tools();
+        let reason = if called {
+            "tool_calls"
+        } else {
+            finish_reason_str(g.finish_reason)
+        };
         let stop_reason = stop_reason(
             &g,
             &self.prepared,

@@ -17,6 +17,9 @@ pub struct Options {
     pub hidden: usize,
     /// Replace the files a stand-in consists of in an `out` that already holds some.
     pub force: bool,
+    /// A scripted stand-in: every greedy reply is this text, then the turn terminator
+    /// (`weights::scripted`), instead of words from random weights.
+    pub reply: Option<String>,
 }
 
 /// What was written, for the report.
@@ -108,7 +111,10 @@ pub fn build(o: &Options) -> Result<Built> {
     files.push("config.json".into());
 
     let shape = weights::Shape::from_config(&config);
-    let picked = weights::build(o, &shape, &tokenizer)?;
+    let picked = match &o.reply {
+        Some(reply) => weights::scripted(o, &shape, &tokenizer, reply)?,
+        None => weights::build(o, &shape, &tokenizer)?,
+    };
     files.push("model.safetensors".into());
     let written = gguf::write(
         &o.out,

@@ -24,6 +24,7 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::calls::json_at;
 use super::{ChatTemplate, RenderRequest, SpecialTokens};
 
 /// What the template says the model emits around reasoning and tool calls.
@@ -409,13 +410,6 @@ fn split_call(turn: &str, end: Option<&str>) -> Option<(String, String, Option<S
     Some((open, close, key))
 }
 
-/// The JSON value at the start of `text` and its length in bytes.
-fn json_at(text: &str) -> Option<(Value, usize)> {
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
-    let value = stream.next()?.ok()?;
-    Some((value, stream.byte_offset()))
-}
-
 fn reasoning(p: &Prober) -> Option<Reasoning> {
     let source = p.template.source();
     let prompt = p.prompt(None, &[]).unwrap_or_default();
@@ -615,7 +609,7 @@ fn push_part(out: &mut Vec<Part>, part: Part) {
 }
 
 /// The length of the longest end of `text` that begins `tag` (a tag split across pieces).
-fn partial_suffix(text: &str, tag: &str) -> usize {
+pub(crate) fn partial_suffix(text: &str, tag: &str) -> usize {
     (1..tag.len().min(text.len() + 1))
         .rev()
         .find(|&n| {

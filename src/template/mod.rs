@@ -29,6 +29,7 @@ mod pyops;
 mod pyprintable;
 mod pyrepr;
 mod rewrite;
+pub mod calls;
 pub mod framing;
 pub mod strftime;
 mod tojson;

@@ -75,6 +75,7 @@ pub const CHECKS: &[&str] = &[
     "server.stop",
     "server.stream-parity",
     "server.target",
+    "server.tool-call-parse",
     "server.usage",
     "client.endpoint",
     "client.errors",

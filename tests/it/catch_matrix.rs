@@ -218,6 +218,24 @@ fn serve_fault(f: Fault) -> (&'static str, &'static str, &'static str, &'static 
             "server",
             "server.reasoning-split",
         ),
+        Fault::ToolCallsAsText => (
+            "tool calls returned as text",
+            "has no tool-call parser",
+            "server",
+            "server.tool-call-parse",
+        ),
+        Fault::ToolArgumentsBroken => (
+            "tool-call arguments not JSON",
+            "writes the arguments as a Python dict",
+            "server",
+            "server.tool-call-parse",
+        ),
+        Fault::ToolStreamBroken => (
+            "streamed tool-call deltas broken",
+            "repeats all the arguments so far in every delta",
+            "server",
+            "server.tool-call-parse",
+        ),
     }
 }
 
@@ -225,7 +243,10 @@ fn serve_fault(f: Fault) -> (&'static str, &'static str, &'static str, &'static 
 /// (The reasoning-parser faults change nothing for tiny-chat, whose template frames no
 /// reasoning: tests/it/reasoning_split.rs serves them on a reasoning family's stand-in.)
 async fn serve_rows(rows: &mut Vec<Row>) {
-    for fault in Fault::ALL.into_iter().filter(|f| !f.needs_reasoning()) {
+    for fault in Fault::ALL
+        .into_iter()
+        .filter(|f| !f.needs_reasoning() && !f.needs_tool_calls())
+    {
         let t = Instant::now();
         let (class, what, boundary, check) = serve_fault(fault);
         let server = serve_tiny_chat(&[fault]).await;
@@ -269,6 +290,50 @@ async fn reasoning_rows(rows: &mut Vec<Row>) {
         "llama-cpp-python (no reasoning parser) over a DeepSeek-R1 stand-in's GGUF".to_string(),
         "server",
         "server.reasoning-split",
+    );
+    let Some(python) = llama_server::python() else {
+        rows.push(row);
+        return;
+    };
+    let server = llama_server::LlamaServer::start(&python, &model.join("model.gguf"), "model", &[]);
+    let (suite, init) = suite_for(server.url.clone(), Some("llama-cpp-python"), "llama");
+    tokio::task::spawn_blocking(init).await.expect("init");
+    let r = gate(suite, Some(server.url.clone())).await;
+    rows.push(row.judge(&r));
+}
+
+/// The tool-call parser's faults on a tool-calling family: the scripted Qwen3 stand-in of
+/// tests/it/tool_calls.rs (every greedy reply is a `<tool_call>` block), with a suite `init`
+/// wrote against the healthy `chatgate serve` and a probe that offers the tool; and
+/// llama-cpp-python with its default chat format, which has no tool-call parser.
+async fn tool_call_rows(rows: &mut Vec<Row>) {
+    let model = crate::tool_calls::standin();
+    let ws = tempfile::tempdir().expect("tempdir");
+    let suite_for = |url: String, stack: Option<&'static str>, name: &str| {
+        let dir = ws.path().join(name);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let model = model.clone();
+        let suite = dir.join("suite.toml");
+        let init = move || crate::tool_calls::suite_with_tools(&dir, &model, &url, stack);
+        (suite, init)
+    };
+    let healthy = serve_model(&model, &[], None).await;
+    let (suite, init) = suite_for(healthy.url(), None, "serve");
+    tokio::task::spawn_blocking(init).await.expect("init");
+    healthy.stop().await.expect("stop");
+    for fault in Fault::ALL.into_iter().filter(|f| f.needs_tool_calls()) {
+        let (class, what, boundary, check) = serve_fault(fault);
+        let server = serve_model(&model, &[fault], None).await;
+        let r = gate(suite.clone(), Some(server.url())).await;
+        server.stop().await.expect("stop");
+        let how = format!("`chatgate serve --fault {fault}` over a Qwen3 stand-in: {what}");
+        rows.push(Row::new(class, how, boundary, check).judge(&r));
+    }
+    let row = Row::new(
+        "tool calls returned as text",
+        "llama-cpp-python (its default chat format: no tool-call parser) over a Qwen3 stand-in's GGUF".to_string(),
+        "server",
+        "server.tool-call-parse",
     );
     let Some(python) = llama_server::python() else {
         rows.push(row);
@@ -691,6 +756,14 @@ async fn reasoning_faults() {
     single_threaded();
     let mut rows = Vec::new();
     reasoning_rows(&mut rows).await;
+    check_rows(&rows);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_call_faults() {
+    single_threaded();
+    let mut rows = Vec::new();
+    tool_call_rows(&mut rows).await;
     check_rows(&rows);
 }
 

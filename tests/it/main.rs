@@ -38,5 +38,6 @@ mod target_architectures;
 mod target_candle;
 mod template_behaviour;
 mod template_goldens;
+mod tool_calls;
 mod template_reference;
 mod template_second_day;

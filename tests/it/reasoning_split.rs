@@ -27,13 +27,13 @@ pub(crate) fn standin() -> PathBuf {
 }
 
 /// The real `chatgate serve` binary on `model`, killed when dropped.
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
-    url: String,
+    pub url: String,
 }
 
 impl Serve {
-    fn start(model: &Path, faults: &[&str]) -> Serve {
+    pub fn start(model: &Path, faults: &[&str]) -> Serve {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -74,7 +74,7 @@ impl Drop for Serve {
 }
 
 /// `gate` in `dir` against `url`: (exit code, report).
-fn gate(dir: &Path, url: &str, update: bool) -> (i32, Value) {
+pub(crate) fn gate(dir: &Path, url: &str, update: bool) -> (i32, Value) {
     let mut args = vec![
         "gate",
         "suite.toml",
@@ -92,7 +92,7 @@ fn gate(dir: &Path, url: &str, update: bool) -> (i32, Value) {
     (code, report)
 }
 
-fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
+pub(crate) fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
     report["findings"]
         .as_array()
         .expect("findings")

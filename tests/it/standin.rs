@@ -60,6 +60,7 @@ fn standin(name: &str, out: &Path, seed: u64) -> Built {
         layers: 2,
         hidden: 64,
         force: false,
+        reply: None,
     })
     .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
@@ -112,6 +113,7 @@ fn an_existing_folder_is_not_overwritten_without_force() {
         layers: 2,
         hidden: 64,
         force: false,
+        reply: None,
     })
     .expect_err("a non-empty folder");
     assert!(err.to_string().contains("not empty"), "{err}");
@@ -126,6 +128,7 @@ fn an_existing_folder_is_not_overwritten_without_force() {
         layers: 2,
         hidden: 64,
         force: false,
+        reply: None,
     })
     .expect_err("gpt2 is not a stand-in architecture yet");
     assert!(
@@ -314,6 +317,7 @@ fn an_unsupported_architecture_stands_in_as_one_with_the_same_tokenizer_class() 
         layers: 2,
         hidden: 64,
         force: false,
+        reply: None,
     };
     let out = tmp.path().join("standin");
     let built = build(&options(&source, &out)).unwrap();

@@ -16,6 +16,7 @@ pub mod reasoning;
 pub mod server;
 pub mod template;
 pub mod tokenizer;
+pub mod tool_calls;
 
 mod probes;
 pub use probes::*;

@@ -236,6 +236,7 @@ impl Online<'_> {
         findings.extend(generation::check(self, &observed));
         findings.extend(server::check(self, &observed).await);
         findings.extend(reasoning::check(self, &observed));
+        findings.extend(tool_calls::check(self, &observed));
         crate::chain::policy::apply_policy(&mut findings, &self.ctx.suite.file.server);
         let determinism = observed
             .runs

@@ -103,6 +103,16 @@ impl Family {
     /// stand-in code are the same (the key hashes both). Read it, never change it: tests that
     /// break a stand-in break a copy.
     pub fn standin(&self) -> (PathBuf, chatgate::standin::Built) {
+        self.build_standin(None)
+    }
+
+    /// A scripted stand-in of this family: every greedy reply is `reply`, then the turn
+    /// terminator (`chatgate standin --reply`), cached like [`Family::standin`].
+    pub fn scripted(&self, reply: &str) -> (PathBuf, chatgate::standin::Built) {
+        self.build_standin(Some(reply))
+    }
+
+    fn build_standin(&self, reply: Option<&str>) -> (PathBuf, chatgate::standin::Built) {
         use sha2::{Digest, Sha256};
         let scratch = tempfile::tempdir().expect("tempdir");
         let src = self.source(scratch.path());
@@ -118,6 +128,10 @@ impl Family {
         for n in names {
             h.update(n.to_string_lossy().as_bytes());
             h.update(std::fs::read(src.join(&n)).expect("source file"));
+        }
+        if let Some(reply) = reply {
+            h.update(b"reply\0");
+            h.update(reply.as_bytes());
         }
         let key = hex::encode(&h.finalize()[..8]);
         let root = Path::new(REPO).join("target/standins");
@@ -141,6 +155,7 @@ impl Family {
             layers: 2,
             hidden: 64,
             force: false,
+            reply: reply.map(str::to_string),
         })
         .unwrap_or_else(|e| panic!("{}: {e}", self.name));
         std::fs::write(
