@@ -204,7 +204,26 @@ pub struct ClientSection {
     pub forbidden: Vec<String>,
     /// Whether the client must stream (unset: either).
     pub stream: Option<bool>,
+    /// What the client relies on of the server's reasoning and tool-call handling
+    /// ([`CLIENT_FEATURES`]): a server that breaks one of these fails the gate, one that breaks
+    /// another is a warning. Unset: `reasoning` and `tool_calls` (a server that mangles the
+    /// model's output breaks any client that reads it), not the request fields.
+    pub relies_on: Option<Vec<String>>,
+    /// The reply field the client reads reasoning from: `reasoning_content` (DeepSeek's API,
+    /// vLLM before its rename, SGLang, llama-server) or `reasoning` (vLLM since). A server that
+    /// writes the other one fails `server.reasoning-split`: the client gets no reasoning.
+    pub reasoning_field: Option<String>,
 }
+
+/// What `[client] relies_on` may name.
+pub const CLIENT_FEATURES: &[&str] = &[
+    "reasoning",
+    "tool_calls",
+    "tool_choice",
+    "max_completion_tokens",
+    "chat_template_kwargs",
+    "response_format",
+];
 
 /// The serving side: the model directory the server loads, and how it renders and tokenizes.
 #[derive(Debug, Clone, Deserialize)]
@@ -329,6 +348,15 @@ pub struct Suite {
 }
 
 impl Suite {
+    /// Whether the client relies on `feature` (one of [`CLIENT_FEATURES`]): the checks of it
+    /// are then errors, else warnings.
+    pub fn client_relies_on(&self, feature: &str) -> bool {
+        match self.file.client.as_ref().and_then(|c| c.relies_on.as_ref()) {
+            Some(list) => list.iter().any(|f| f == feature),
+            None => matches!(feature, "reasoning" | "tool_calls"),
+        }
+    }
+
     pub fn load(path: &Path) -> Result<Suite> {
         let text = crate::error::read_to_string(path)?;
         let file: SuiteFile = toml::from_str(&text).map_err(|e| {
@@ -419,6 +447,26 @@ impl Suite {
 /// suite's folder), and counts and durations are finite, positive and within sane bounds (an
 /// absurd repeat count or timeout must be an error, not an allocation abort or a panic).
 fn validate(file: &SuiteFile) -> std::result::Result<(), String> {
+    let relies_on = file.client.as_ref().and_then(|c| c.relies_on.as_ref());
+    if let Some(unknown) = relies_on
+        .into_iter()
+        .flatten()
+        .find(|f| !CLIENT_FEATURES.contains(&f.as_str()))
+    {
+        return Err(format!(
+            "[client] relies_on names {unknown:?}; it takes {}",
+            CLIENT_FEATURES.join(", ")
+        ));
+    }
+    let field = file
+        .client
+        .as_ref()
+        .and_then(|c| c.reasoning_field.as_deref());
+    if let Some(f) = field.filter(|f| !["reasoning_content", "reasoning"].contains(f)) {
+        return Err(format!(
+            "[client] reasoning_field is {f:?}; it takes \"reasoning_content\" or \"reasoning\""
+        ));
+    }
     let name_ok = |key: &str, v: &str| {
         if crate::files::valid_id(v) {
             Ok(())

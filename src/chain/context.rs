@@ -65,6 +65,27 @@ impl Pipeline {
         })
     }
 
+    /// Render a prompt (with the generation prompt) with extra template variables, as a
+    /// request's `chat_template_kwargs` pass them.
+    pub fn render_with(
+        &self,
+        messages: &[Value],
+        tools: Option<&[Value]>,
+        now: Option<chrono::NaiveDateTime>,
+        extra: &[(String, Value)],
+    ) -> Result<String, TemplateError> {
+        let r = self.template.render(&RenderRequest {
+            messages: messages.to_vec(),
+            tools: tools.map(|t| Value::Array(t.to_vec())),
+            add_generation_prompt: true,
+            special_tokens: self.special.clone(),
+            now,
+            extra: extra.iter().cloned().collect(),
+            ..Default::default()
+        })?;
+        Ok(r.text)
+    }
+
     pub fn ids(&self, text: &str) -> Result<Vec<u32>> {
         let t = crate::stack::trim_added_specials(
             text,

@@ -37,16 +37,26 @@ pub enum Fault {
     ReasoningInContent,
     /// The reasoning is split out of `content` and then lost: no `reasoning_content` field.
     ReasoningDropped,
+    /// The reasoning comes back in `reasoning` (vLLM's newer name), not `reasoning_content`.
+    ReasoningFieldRenamed,
     /// No tool-call parser: a call the model emitted stays in `content` as text.
     ToolCallsAsText,
     /// Calls are parsed, and their `arguments` written as a Python dict, not JSON.
     ToolArgumentsBroken,
     /// Streamed calls repeat the arguments so far in every delta instead of the new part.
     ToolStreamBroken,
+    /// Accept `tool_choice` and ignore it: calls are parsed even under "none".
+    ToolChoiceIgnored,
+    /// Accept `max_completion_tokens` and ignore it: only `max_tokens` limits a reply.
+    MaxCompletionTokensIgnored,
+    /// Accept `chat_template_kwargs` and ignore them: the template renders without them.
+    TemplateKwargsIgnored,
+    /// Accept `response_format` and ignore it: free text to a client that asked for JSON.
+    ResponseFormatIgnored,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 17] = [
+    pub const ALL: [Fault; 22] = [
         Fault::BaseCheckpoint,
         Fault::DoubleBos,
         Fault::WrongTemplate,
@@ -61,15 +71,23 @@ impl Fault {
         Fault::Nondeterministic,
         Fault::ReasoningInContent,
         Fault::ReasoningDropped,
+        Fault::ReasoningFieldRenamed,
         Fault::ToolCallsAsText,
         Fault::ToolArgumentsBroken,
         Fault::ToolStreamBroken,
+        Fault::ToolChoiceIgnored,
+        Fault::MaxCompletionTokensIgnored,
+        Fault::TemplateKwargsIgnored,
+        Fault::ResponseFormatIgnored,
     ];
 
     /// Faults of the reasoning parser: they change nothing for a model whose template has no
     /// reasoning framing.
     pub fn needs_reasoning(self) -> bool {
-        matches!(self, Fault::ReasoningInContent | Fault::ReasoningDropped)
+        matches!(
+            self,
+            Fault::ReasoningInContent | Fault::ReasoningDropped | Fault::ReasoningFieldRenamed
+        )
     }
 
     /// Faults of the tool-call parser: they change nothing unless the model emits a call.
@@ -78,6 +96,27 @@ impl Fault {
             self,
             Fault::ToolCallsAsText | Fault::ToolArgumentsBroken | Fault::ToolStreamBroken
         )
+    }
+
+    /// Request fields the server accepts and ignores: the field is dropped from the request
+    /// before it is read (what a server that does not know it does).
+    pub fn ignored_field(self) -> Option<&'static str> {
+        match self {
+            Fault::ToolChoiceIgnored => Some("tool_choice"),
+            Fault::MaxCompletionTokensIgnored => Some("max_completion_tokens"),
+            Fault::TemplateKwargsIgnored => Some("chat_template_kwargs"),
+            Fault::ResponseFormatIgnored => Some("response_format"),
+            _ => None,
+        }
+    }
+
+    /// The field the reasoning goes out in.
+    pub fn reasoning_field(faults: &Faults) -> &'static str {
+        if faults.has(Fault::ReasoningFieldRenamed) {
+            "reasoning"
+        } else {
+            "reasoning_content"
+        }
     }
 
     /// The name `--fault` takes.
@@ -97,9 +136,14 @@ impl Fault {
             Fault::Nondeterministic => "nondeterministic",
             Fault::ReasoningInContent => "reasoning-in-content",
             Fault::ReasoningDropped => "reasoning-dropped",
+            Fault::ReasoningFieldRenamed => "reasoning-field-renamed",
             Fault::ToolCallsAsText => "tool-calls-as-text",
             Fault::ToolArgumentsBroken => "tool-arguments-broken",
             Fault::ToolStreamBroken => "tool-stream-broken",
+            Fault::ToolChoiceIgnored => "tool-choice-ignored",
+            Fault::MaxCompletionTokensIgnored => "max-completion-tokens-ignored",
+            Fault::TemplateKwargsIgnored => "template-kwargs-ignored",
+            Fault::ResponseFormatIgnored => "response-format-ignored",
         }
     }
 
@@ -172,6 +216,10 @@ Faults (--fault NAME, repeatable; each changes exactly what it says and nothing 
                         [server: reasoning split]
   reasoning-dropped     the reasoning is cut out of `content` and then lost: no
                         `reasoning_content` in the reply or the stream [server: reasoning split]
+  reasoning-field-renamed
+                        the reasoning comes back in `reasoning` (vLLM's newer name), not
+                        `reasoning_content` [server: reasoning split, for a client that reads
+                        the old field: `[client] reasoning_field`]
   tool-calls-as-text    no tool-call parser: the call the model wrote stays in `content` as text
                         (vLLM without --enable-auto-tool-choice, llama-cpp-python's default
                         chat format) [server: tool-call parse]
@@ -179,6 +227,18 @@ Faults (--fault NAME, repeatable; each changes exactly what it says and nothing 
                         ({'city': 'Paris'}), not JSON [server: tool-call parse]
   tool-stream-broken    streamed calls repeat all the arguments so far in every delta, so the
                         deltas do not add up to the call [server: tool-call parse]
+  tool-choice-ignored   accepts `tool_choice` and ignores it: calls come back under \"none\"
+                        [server: tool choice]
+  max-completion-tokens-ignored
+                        accepts `max_completion_tokens` and ignores it (only `max_tokens`
+                        limits a reply) [server: max completion tokens]
+  template-kwargs-ignored
+                        accepts `chat_template_kwargs` and ignores them (the template renders
+                        without them) [server: template kwargs]
+  response-format-ignored
+                        accepts `response_format` and ignores it: free text to a client that
+                        asked for JSON (without it, json_object and json_schema are refused:
+                        this server has no constrained decoding) [server: response format]
 
 Without a fault, a model whose chat template frames reasoning in think tags (DeepSeek-R1,
 Qwen3) has it split out of `content` into `reasoning_content`, as vLLM's deepseek_r1 parser

@@ -431,6 +431,19 @@ pub fn parse_chat(
         (false, _) => None,
         (true, n) => Some(check_top("top_logprobs", n.unwrap_or(0))?),
     };
+    // Structured output needs a constrained decoder, which this server does not have: it
+    // refuses rather than answer free text to a client that asked for JSON.
+    if let Some(kind) = f
+        .get("response_format")
+        .and_then(|r| r.get("type"))
+        .and_then(Value::as_str)
+        .filter(|t| *t != "text")
+    {
+        return Err(ApiError::unsupported(
+            "response_format",
+            format!("response_format {kind:?} is not supported by chatgate serve (it has no constrained decoding)"),
+        ));
+    }
     let common = parse_common(&f, vocab, random_seed, logprobs)?;
     let offered = matches!(&prompt, Prompt::Chat { tools: Some(t), .. } if t.as_array().is_some_and(|t| !t.is_empty()));
     let parse_tools = offered && f.get("tool_choice").and_then(Value::as_str) != Some("none");

@@ -266,8 +266,16 @@ fn python_dict(v: &Value) -> String {
     v.to_string().replace('"', "'")
 }
 
+/// The request fields this server is made to accept and ignore (`*-ignored` faults).
+fn drop_ignored_fields(st: &AppState, body: &mut Map<String, Value>) {
+    for field in st.faults.iter().filter_map(Fault::ignored_field) {
+        body.remove(field);
+    }
+}
+
 async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError> {
-    let body = parse(&body)?;
+    let mut body = parse(&body)?;
+    drop_ignored_fields(&st, &mut body);
     let req = openai::parse_chat(&body, st.vocab_size, Rng::from_time().next_u64())?;
     let common = req.common;
     let tools = tool_parser(&st, req.parse_tools);
@@ -290,7 +298,7 @@ async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError
         let (reasoning, content) = splitter.split(&g.text);
         message["content"] = json!(content);
         if !st.faults.has(Fault::ReasoningDropped) {
-            message["reasoning_content"] = json!(reasoning);
+            message[Fault::reasoning_field(&st.faults)] = json!(reasoning);
         }
     }
     let mut finish_reason = finish_reason_str(g.finish_reason);
@@ -341,7 +349,8 @@ async fn completions(State(st): State<Arc<AppState>>, RawBody(body): RawBody) ->
 }
 
 async fn completions_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError> {
-    let body = parse(&body)?;
+    let mut body = parse(&body)?;
+    drop_ignored_fields(&st, &mut body);
     let req = openai::parse_completion(&body, st.vocab_size, Rng::from_time().next_u64())?;
     let common = req.common;
     let Finished {

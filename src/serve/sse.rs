@@ -340,7 +340,8 @@ impl StreamState {
                 if self.spec.faults.has(Fault::ReasoningDropped) {
                     return;
                 }
-                let v = self.chunk_of("reasoning_content", &text, None);
+                let field = Fault::reasoning_field(&self.spec.faults);
+                let v = self.chunk_of(field, &text, None);
                 self.push_json(&v);
             }
         }

@@ -141,11 +141,21 @@ impl SnapshotBody {
 }
 
 /// Tool-call ids are minted per response (`call_8f3a…`): never stable, never reviewed.
+/// A call as the snapshot keeps it: without its (random) `id` and stream `index`, and its
+/// `arguments` as JSON when they parse — so a server that spaces or orders the same arguments
+/// differently replays the same, and a snapshot diff shows their structure. Arguments that do
+/// not parse stay the string they were.
 fn strip_volatile(call: &Value) -> Value {
     let mut call = call.clone();
     if let Some(obj) = call.as_object_mut() {
         obj.shift_remove("id");
         obj.shift_remove("index");
+    }
+    let parsed = call["function"]["arguments"]
+        .as_str()
+        .and_then(|a| serde_json::from_str::<Value>(a).ok());
+    if let Some(args) = parsed {
+        call["function"]["arguments"] = args;
     }
     call
 }
@@ -546,6 +556,20 @@ mod tests {
     use crate::replay::{TokenLogprob, TopLogprob};
     use serde_json::json;
 
+    /// A call's arguments are kept as JSON: the same arguments spaced or ordered otherwise
+    /// are the same call; arguments that are not JSON stay the string they were.
+    #[test]
+    fn tool_call_arguments_are_kept_as_json_without_the_id() {
+        let call = |id: &str, args: &str| json!({"id": id, "index": 0, "type": "function", "function": {"name": "f", "arguments": args}});
+        let a = strip_volatile(&call("call_1", r#"{"city": "Paris", "n": 1}"#));
+        let b = strip_volatile(&call("call_2", r#"{"n":1,"city":"Paris"}"#));
+        assert_eq!(a, b);
+        assert_eq!(a["function"]["arguments"], json!({"city": "Paris", "n": 1}));
+        assert!(a.get("id").is_none());
+        let broken = strip_volatile(&call("call_3", "{'city': 'Paris'}"));
+        assert_eq!(broken["function"]["arguments"], "{'city': 'Paris'}");
+    }
+
     fn record(text: &str) -> Record {
         let mut r = Record::new();
         r.text = text.to_string();
@@ -663,7 +687,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains(r#"{"type":"function","function":{"name":"f","arguments":"{}"}}"#),
+            text.contains(r#"{"type":"function","function":{"name":"f","arguments":{}}}"#),
             "{text}"
         );
     }

@@ -218,6 +218,12 @@ fn serve_fault(f: Fault) -> (&'static str, &'static str, &'static str, &'static 
             "server",
             "server.reasoning-split",
         ),
+        Fault::ReasoningFieldRenamed => (
+            "reasoning in a field the client does not read",
+            "writes it to `reasoning` (vLLM's newer name) for a client that reads `reasoning_content`",
+            "server",
+            "server.reasoning-split",
+        ),
         Fault::ToolCallsAsText => (
             "tool calls returned as text",
             "has no tool-call parser",
@@ -236,6 +242,30 @@ fn serve_fault(f: Fault) -> (&'static str, &'static str, &'static str, &'static 
             "server",
             "server.tool-call-parse",
         ),
+        Fault::ToolChoiceIgnored => (
+            "request field accepted but ignored",
+            "ignores `tool_choice` (calls come back under \"none\")",
+            "server",
+            "server.tool-choice",
+        ),
+        Fault::MaxCompletionTokensIgnored => (
+            "request field accepted but ignored",
+            "ignores `max_completion_tokens`",
+            "server",
+            "server.max-completion-tokens",
+        ),
+        Fault::TemplateKwargsIgnored => (
+            "request field accepted but ignored",
+            "ignores `chat_template_kwargs`",
+            "server",
+            "server.template-kwargs",
+        ),
+        Fault::ResponseFormatIgnored => (
+            "structured output ignored",
+            "ignores `response_format` (json_schema)",
+            "server",
+            "server.response-format",
+        ),
     }
 }
 
@@ -245,7 +275,7 @@ fn serve_fault(f: Fault) -> (&'static str, &'static str, &'static str, &'static 
 async fn serve_rows(rows: &mut Vec<Row>) {
     for fault in Fault::ALL
         .into_iter()
-        .filter(|f| !f.needs_reasoning() && !f.needs_tool_calls())
+        .filter(|f| !f.needs_reasoning() && !f.needs_tool_calls() && f.ignored_field().is_none())
     {
         let t = Instant::now();
         let (class, what, boundary, check) = serve_fault(fault);
@@ -321,7 +351,10 @@ async fn tool_call_rows(rows: &mut Vec<Row>) {
     let (suite, init) = suite_for(healthy.url(), None, "serve");
     tokio::task::spawn_blocking(init).await.expect("init");
     healthy.stop().await.expect("stop");
-    for fault in Fault::ALL.into_iter().filter(|f| f.needs_tool_calls()) {
+    let tool_faults = Fault::ALL
+        .into_iter()
+        .filter(|f| f.needs_tool_calls() || f.ignored_field().is_some());
+    for fault in tool_faults {
         let (class, what, boundary, check) = serve_fault(fault);
         let server = serve_model(&model, &[fault], None).await;
         let r = gate(suite.clone(), Some(server.url())).await;

@@ -182,15 +182,7 @@ fn check_names_the_parsers_a_qwen3_server_needs() {
     let (_, out, err) = chatgate_in(&["check", "suite.toml", "--format", "json"], dir.path());
     let report: serde_json::Value =
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
-    let finding = |check: &str| {
-        report["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["check"] == check)
-            .unwrap_or_else(|| panic!("no {check} finding: {out}"))
-            .clone()
-    };
+    let finding = |check: &str| crate::common::report_json::finding(&report, check).clone();
     let tools = finding("template.tool-framing");
     assert_eq!(tools["severity"], "info");
     assert!(tools["message"].as_str().unwrap().contains("<tool_call>"));

@@ -1,5 +1,6 @@
 //! `chatgate init` → `gate --update` → `gate` passes, on stand-ins of real model families and on
 //! the trained tiny-chat with its captured SFT rows; an existing suite is never overwritten.
+use crate::common::report_json::finding;
 use std::path::Path;
 
 use serde_json::Value;
@@ -196,15 +197,6 @@ fn a_standin_keeps_its_sources_missing_generation_config_and_the_gate_names_it()
         "{:?}",
         errors(&report)
     );
-}
-
-fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
-    report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["check"] == check)
-        .unwrap_or_else(|| panic!("no {check} finding"))
 }
 
 /// llama.cpp puts a `▁` before the text after every special token of a SentencePiece

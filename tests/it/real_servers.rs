@@ -3,6 +3,7 @@
 //! reference's snapshots — and report the server's known quirks (servers.md) as findings of the
 //! right severity, never as failures. (Real faults on this server are rows of the catch matrix.)
 use crate::common::llama_server;
+use crate::common::report_json::finding;
 
 use std::path::Path;
 
@@ -261,13 +262,4 @@ fn a_swapped_sentencepiece_checkpoint_is_named_at_the_checkpoint() {
         report["first_broken"]["check"], "checkpoint.fingerprint",
         "{report}"
     );
-}
-
-fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
-    report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["check"] == check)
-        .unwrap_or_else(|| panic!("no {check}: {report}"))
 }

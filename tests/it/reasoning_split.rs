@@ -6,6 +6,7 @@
 //! too. The faults — `chatgate serve`'s `reasoning-in-content` and `reasoning-dropped`, and
 //! llama-cpp-python, which has no reasoning parser — are catch-matrix rows
 //! (tests/it/catch_matrix.rs `reasoning_faults`), with this file's stand-in and suite.
+use crate::common::report_json::finding;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -92,16 +93,8 @@ pub(crate) fn gate(dir: &Path, url: &str, update: bool) -> (i32, Value) {
     (code, report)
 }
 
-pub(crate) fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
-    report["findings"]
-        .as_array()
-        .expect("findings")
-        .iter()
-        .find(|f| f["check"] == check)
-        .unwrap_or_else(|| panic!("no {check} finding: {report}"))
-}
-
-/// `chatgate init` in `dir` for `model` served at `url`, without its `[sft]` rows.
+/// `chatgate init` in `dir` for `model` served at `url`, without its `[sft]` rows, for a
+/// client that reads `reasoning_content`.
 pub(crate) fn init(dir: &Path, model: &Path, url: &str, stack: Option<&str>) {
     let mut args = vec![
         "init",
@@ -117,7 +110,14 @@ pub(crate) fn init(dir: &Path, model: &Path, url: &str, stack: Option<&str>) {
     let (code, out, err) = chatgate_in(&args, dir);
     assert_eq!(code, 0, "init: {out}{err}");
     drop_sft(dir);
+    // The client reads the field DeepSeek's API named (vLLM's newer `reasoning` would fail).
+    let suite = dir.join("suite.toml");
+    let text = std::fs::read_to_string(&suite).expect("suite.toml");
+    std::fs::write(&suite, text + CLIENT).expect("suite.toml");
 }
+
+/// The `[client]` table `init` gets here: the last in the file, so callers may add keys to it.
+const CLIENT: &str = "\n[client]\nreasoning_field = \"reasoning_content\"\n";
 
 /// Without the `[sft]` rows `init` renders from the template's history: that history strips
 /// reasoning (`content.split('</think>')[-1]`) while the generation prompt opens `<think>\n`,

@@ -3,6 +3,7 @@
 //! how many threads ran; a malformed row far into the file is bad input naming its line.
 //! The rows are models/tiny-chat's real golden rows (captured with transformers), repeated
 //! past the batch size and the in-memory sample, with distinct ids.
+use crate::common::report_json::finding;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -88,15 +89,6 @@ impl Workspace {
             serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON report ({e}): {err}"));
         (code, report)
     }
-}
-
-fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
-    report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["check"] == check)
-        .unwrap_or_else(|| panic!("no finding {check} in {report:#}"))
 }
 
 fn evidence<'a>(f: &'a Value, key: &str) -> &'a Value {

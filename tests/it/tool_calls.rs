@@ -5,14 +5,16 @@
 //! `chatgate serve` parses the call as vLLM's hermes parser does, plain and streamed, and
 //! passes; `transformers serve`, whose qwen response parser reads `<tool_call>`, passes too;
 //! llama-cpp-python with its default chat format (no tool-call parser: the way users run it)
-//! returns the call as text and is caught. `chatgate serve`'s tool faults are catch-matrix rows
+//! returns the call as text and is caught, and it ignores `max_completion_tokens` and
+//! `chat_template_kwargs`. `chatgate serve`'s tool faults are catch-matrix rows
 //! (tests/it/catch_matrix.rs `tool_call_faults`).
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
 use crate::common::families::Family;
-use crate::reasoning_split::{finding, gate, init, Serve};
+use crate::common::report_json::finding;
+use crate::reasoning_split::{gate, init, Serve};
 
 /// What the stand-in writes, its `<tool_call>` tags the tokenizer's added tokens (spelt with
 /// token ids used once each). Real Qwen writes a newline inside the tags and spaces in the
@@ -35,9 +37,18 @@ pub(crate) fn standin() -> PathBuf {
     family.scripted(CALL).0
 }
 
-/// A suite `init` wrote for `model` at `url`, whose first probe offers `get_weather`.
+/// What the suites here say their client relies on: everything the server's parsers and
+/// request fields can break, so each is an error (a key of the `[client]` table `init` ends
+/// with).
+const RELIES_ON: &str = "relies_on = [\"reasoning\", \"tool_calls\", \"tool_choice\", \"max_completion_tokens\", \"chat_template_kwargs\", \"response_format\"]\n";
+
+/// A suite `init` wrote for `model` at `url`, whose first probe offers `get_weather`, and
+/// whose client relies on every reasoning, tool and request-field feature.
 pub(crate) fn suite_with_tools(dir: &Path, model: &Path, url: &str, stack: Option<&str>) {
     init(dir, model, url, stack);
+    let suite = dir.join("suite.toml");
+    let text = std::fs::read_to_string(&suite).expect("suite.toml");
+    std::fs::write(&suite, text + RELIES_ON).expect("suite.toml");
     let path = dir.join("suite.prompts.jsonl");
     let rows = std::fs::read_to_string(&path).expect("prompts");
     let tool = json!({
@@ -83,14 +94,27 @@ fn the_scripted_standin_writes_the_call() {
 }
 
 /// The healthy `chatgate serve` parses the call the model wrote: `tool_calls` with JSON
-/// arguments, plain and streamed, `content` null, finish_reason `tool_calls`; the gate passes.
+/// arguments, plain and streamed, `content` null, finish_reason `tool_calls`; the gate passes,
+/// and replays against the snapshot it accepted (the call's random id left out).
 #[test]
 fn chatgate_serve_parses_the_call_the_model_wrote() {
     let model = standin();
     let server = Serve::start(&model, &[]);
     let dir = tempfile::tempdir().expect("tempdir");
     suite_with_tools(dir.path(), &model, &server.url, None);
-    let (code, report) = gate(dir.path(), &server.url, true);
+    // Accept the snapshots (the call with its arguments as JSON), then replay against them.
+    let (code, _) = gate(dir.path(), &server.url, true);
+    assert_eq!(code, 0);
+    let snapshot = std::fs::read_dir(dir.path().join("snapshots/suite"))
+        .expect("snapshots")
+        .map(|e| std::fs::read_to_string(e.expect("entry").path()).expect("snapshot"))
+        .find(|s| s.contains("tool_calls:"))
+        .expect("a snapshot with the call");
+    assert!(
+        snapshot.contains(r#""arguments":{"city":"Paris"}"#),
+        "{snapshot}"
+    );
+    let (code, report) = gate(dir.path(), &server.url, false);
     let f = finding(&report, "server.tool-call-parse");
     assert_eq!(f["severity"], "pass", "{f}");
     assert!(
@@ -100,13 +124,78 @@ fn chatgate_serve_parses_the_call_the_model_wrote() {
             .contains(": 2 with their calls parsed"),
         "{f}"
     );
+    // The request fields it is asked to honour, it honours.
+    for check in [
+        "server.tool-choice",
+        "server.max-completion-tokens",
+        "server.template-kwargs",
+    ] {
+        assert_eq!(finding(&report, check)["severity"], "pass", "{check}");
+    }
+    // It has no constrained decoding: it refuses structured output rather than ignore it.
+    let format = finding(&report, "server.response-format");
+    assert_eq!(format["severity"], "warning", "{format}");
+    assert!(
+        format["message"].as_str().unwrap().contains("refuses"),
+        "{format}"
+    );
     assert_eq!(code, 0, "healthy: {}", report["first_broken"]);
 }
 
-/// `transformers serve` picks its response parser by `model_type` (qwen3: `<tool_call>` JSON
-/// into `tool_calls`): the call comes back parsed, whole and streamed.
+/// llama-cpp-python 0.3.36 started as users start it (the model's own template, no
+/// `--chat_format`): no tool-call parser, so the call comes back as text (a catch-matrix row);
+/// and two request fields it accepts and ignores — its request models have no
+/// `max_completion_tokens` (pydantic drops unknown fields) and take `chat_template_kwargs` only
+/// at load (`llama_cpp/server/settings.py`) — each named at its own check, an error for a
+/// client that relies on it.
 #[test]
-fn transformers_serve_parses_the_call() {
+fn llama_cpp_python_ignores_max_completion_tokens_and_template_kwargs() {
+    let Some(python) = crate::common::llama_server::python() else {
+        return;
+    };
+    let model = standin();
+    let server = crate::common::llama_server::LlamaServer::start(
+        &python,
+        &model.join("model.gguf"),
+        "model",
+        &[],
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    suite_with_tools(dir.path(), &model, &server.url, Some("llama-cpp-python"));
+    let (code, report) = gate(dir.path(), &server.url, true);
+    assert_eq!(code, 1, "{}", report["first_broken"]);
+    for (check, says) in [
+        ("server.tool-call-parse", "as text"),
+        (
+            "server.max-completion-tokens",
+            "ignores `max_completion_tokens`",
+        ),
+        ("server.template-kwargs", "ignores `chat_template_kwargs`"),
+    ] {
+        let f = finding(&report, check);
+        assert_eq!(f["severity"], "error", "{f}");
+        assert!(f["message"].as_str().unwrap().contains(says), "{f}");
+    }
+    // Without a parser there is no call to forbid: `tool_choice: "none"` is met.
+    assert_eq!(finding(&report, "server.tool-choice")["severity"], "pass");
+    // It takes `response_format` type `text` or `json_object` only: `json_schema` is a
+    // validation error it answers with HTTP 500 — refused, not ignored.
+    let format = finding(&report, "server.response-format");
+    assert_eq!(format["severity"], "warning", "{format}");
+    assert!(
+        format["message"].as_str().unwrap().contains("HTTP 500"),
+        "{format}"
+    );
+}
+
+/// `transformers serve` picks its response parser by `model_type` (qwen3: `<tool_call>` JSON
+/// into `tool_calls`): the call comes back parsed, whole and streamed. But a reply the token
+/// budget cuts inside the call is an HTTP 500: its response parser raises on the unfinished
+/// JSON (`content_parsers.py` `_json`: "json parser could not parse region as JSON") instead
+/// of returning the text — a client with a small max_tokens gets a server error. And it
+/// ignores `tool_choice` and `response_format`.
+#[test]
+fn transformers_serve_parses_the_call_and_fails_one_cut_inside_it() {
     let Some(exe) = crate::common::transformers_serve::executable() else {
         return;
     };
@@ -116,7 +205,12 @@ fn transformers_serve_parses_the_call() {
     suite_with_tools(dir.path(), &model, &server.url, Some("transformers"));
     let (_, report) = gate(dir.path(), &server.url, true);
     let f = finding(&report, "server.tool-call-parse");
-    assert_eq!(f["severity"], "pass", "{f}\n{}", server.log_text());
+    assert_eq!(f["severity"], "error", "{f}\n{}", server.log_text());
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.contains("HTTP 500") && message.contains("cuts a reply inside a tool call"),
+        "{f}"
+    );
     // Both the whole reply and the stream carry the call.
     assert!(
         f["evidence"]["replies"]
@@ -125,6 +219,33 @@ fn transformers_serve_parses_the_call() {
             .contains(": 2 with their calls parsed"),
         "{f}"
     );
+    // It applies `chat_template_kwargs`. `max_completion_tokens` it applies too
+    // (chat_completion.py), but on this stand-in every reply is a call, so the 3-token probe is
+    // cut inside it: the same 500 with `max_tokens`, and the check says so. `tool_choice` and
+    // `response_format` it accepts and ignores (`UNUSED_CHAT_COMPLETION_FIELDS`: "Ignoring
+    // unsupported fields in the request", a log line only): a call under "none", free text for
+    // a JSON schema.
+    let budget = finding(&report, "server.max-completion-tokens");
+    assert_eq!(budget["severity"], "info", "{budget}");
+    assert!(
+        budget["message"]
+            .as_str()
+            .unwrap()
+            .contains("fails with `max_tokens` too"),
+        "{budget}"
+    );
+    assert_eq!(
+        finding(&report, "server.template-kwargs")["severity"],
+        "pass"
+    );
+    for (check, says) in [
+        ("server.tool-choice", "ignores `tool_choice"),
+        ("server.response-format", "ignores `response_format`"),
+    ] {
+        let f = finding(&report, check);
+        assert_eq!(f["severity"], "error", "{f}");
+        assert!(f["message"].as_str().unwrap().contains(says), "{f}");
+    }
 }
 
 /// A reply the bigram table cannot write (one id needed twice with two successors) is refused

@@ -11,6 +11,7 @@
 //! taken on a prompt the server is known to have built the same way).
 pub mod checkpoint;
 pub mod drift;
+pub mod fields;
 pub mod generation;
 pub mod reasoning;
 pub mod server;

@@ -162,6 +162,10 @@ pub struct Observed {
     pub sampling_prompt: String,
     /// Probe strings as the server's text tokenize endpoint splits them (none: no endpoint).
     pub text_ids: tokenizer::ServerTokens,
+    /// What the serving template says of reasoning and tool calls (derived once per pass).
+    pub framing: Option<crate::chain::framing::Framing>,
+    /// The replies to the request-field probes (`max_completion_tokens`, …).
+    pub fields: fields::FieldReplies,
 }
 
 /// What the online pass found, plus each probe's determinism class (the replay uses it).
@@ -237,6 +241,7 @@ impl Online<'_> {
         findings.extend(server::check(self, &observed).await);
         findings.extend(reasoning::check(self, &observed));
         findings.extend(tool_calls::check(self, &observed));
+        findings.extend(fields::check(self, &observed));
         crate::chain::policy::apply_policy(&mut findings, &self.ctx.suite.file.server);
         let determinism = observed
             .runs
@@ -282,7 +287,15 @@ impl Online<'_> {
         let sampling_prompt = self.sampling_prompt();
         let sampling = self.sampling_probe(&sampling_prompt).await;
         let text_ids = tokenizer::gather(self.http).await;
+        let framing = self
+            .ctx
+            .serving
+            .as_ref()
+            .map(|s| crate::chain::framing::derive(&s.template, &s.special));
+        let fields = fields::gather(self, probes, framing.as_ref()).await;
         Ok(Observed {
+            framing,
+            fields,
             models,
             health_status,
             props,

@@ -6,7 +6,7 @@
 //! reasoning that never comes back, and an empty `content` because the reply was cut inside
 //! its reasoning.
 use super::{show, Observed, Online};
-use crate::chain::framing::{derive, Reasoning, Splitter};
+use crate::chain::framing::{Reasoning, Splitter};
 use crate::chain::{Boundary::Server, Finding, Severity};
 use crate::exchange::Record;
 
@@ -31,7 +31,7 @@ pub enum Split {
 /// with no reasoning framing (or harmony's channels, which are tokens, not text).
 pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
     let serving = online.ctx.serving.as_ref()?;
-    let framing = derive(&serving.template, &serving.special).reasoning?;
+    let framing = obs.framing.as_ref()?.reasoning.clone()?;
     if framing.harmony() {
         return None;
     }
@@ -67,24 +67,60 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
             seen.push((at, judge(&framing, rec, generated.as_deref())));
         }
     }
-    let mut f = finding(&framing, &seen);
+    // What the client does not rely on is a warning (`[client] relies_on`).
+    let broken = if online.ctx.suite.client_relies_on("reasoning") {
+        Severity::Error
+    } else {
+        Severity::Warning
+    };
+    let mut f = finding(&framing, &seen, broken);
+    let pinned = online
+        .ctx
+        .suite
+        .file
+        .client
+        .as_ref()
+        .and_then(|c| c.reasoning_field.as_deref());
+    if let Some(read) = pinned.filter(|p| !fields.is_empty() && !fields.contains(p)) {
+        let sent: Vec<&str> = fields.iter().copied().collect();
+        if f.severity != broken {
+            f = Finding::new(
+                Server,
+                ID,
+                broken,
+                format!(
+                    "the server writes reasoning to `{}` and the client reads `{read}` (`[client] reasoning_field`): the client gets none",
+                    sent.join("`, `")
+                ),
+            )
+            .with("layer", "the server API (the field's name: vLLM renamed `reasoning_content` to `reasoning`)")
+            .with("fix", format!("read `{}` in the client (then set [client] reasoning_field to it), or serve with a version that writes `{read}`", sent[0]));
+        }
+    }
     if !fields.is_empty() {
         // Which name the client must read: vLLM renamed `reasoning_content` to `reasoning`.
         let names: Vec<&str> = fields.into_iter().collect();
         f = f.with("reasoning field", names.join(", "));
     }
     Some(match parity {
-        Some(why) if f.severity != Severity::Error => Finding::new(
-            Server,
-            ID,
-            Severity::Error,
-            format!("the streamed reply splits reasoning differently from the whole reply ({why})"),
-        )
-        .with("layer", "the server's streaming reasoning parser")
-        .with(
-            "framing",
-            format!("{:?} … {:?}", framing.open, framing.close),
-        ),
+        Some(why)
+            if f.severity == Severity::Pass
+                || f.severity == Severity::Warning && broken == Severity::Error =>
+        {
+            Finding::new(
+                Server,
+                ID,
+                broken,
+                format!(
+                    "the streamed reply splits reasoning differently from the whole reply ({why})"
+                ),
+            )
+            .with("layer", "the server's streaming reasoning parser")
+            .with(
+                "framing",
+                format!("{:?} … {:?}", framing.open, framing.close),
+            )
+        }
         _ => f,
     })
 }
@@ -141,7 +177,7 @@ pub fn judge(r: &Reasoning, rec: &Record, generated: Option<&str>) -> Split {
     Split::Split
 }
 
-fn finding(r: &Reasoning, seen: &[(String, Split)]) -> Finding {
+fn finding(r: &Reasoning, seen: &[(String, Split)], broken_severity: Severity) -> Finding {
     let count = |f: fn(&Split) -> bool| seen.iter().filter(|(_, s)| f(s)).count();
     let split = count(|s| matches!(s, Split::Split));
     let cut = count(|s| matches!(s, Split::CutInside));
@@ -157,7 +193,7 @@ fn finding(r: &Reasoning, seen: &[(String, Split)]) -> Finding {
         Some((at, Split::Leaked(why))) => Finding::new(
             Server,
             ID,
-            Severity::Error,
+            broken_severity,
             format!("the server leaves the model's reasoning in `content` ({at}: {why}): its reasoning parser is missing or reads another framing"),
         )
         .with("layer", "the server's reasoning parser (the model emitted its reasoning as the template frames it)")
@@ -165,7 +201,7 @@ fn finding(r: &Reasoning, seen: &[(String, Split)]) -> Finding {
         Some((at, why)) => Finding::new(
             Server,
             ID,
-            Severity::Error,
+            broken_severity,
             format!("the server loses the model's reasoning ({at}: {})", match why {
                 Split::Dropped(w) => w.as_str(),
                 _ => "",
@@ -199,6 +235,7 @@ fn fix(r: &Reasoning) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chain::framing::derive;
 
     fn opened() -> Reasoning {
         let template = crate::template::ChatTemplate::new(

@@ -11,7 +11,7 @@
 //! else from the reference's greedy reply on the same chat: so a reply with no call is told
 //! apart as the model's (it did not call) or the server's (it called, and the API lost it).
 use super::{show, Observed, Online, ProbeRun};
-use crate::chain::framing::{derive, Call, Splitter};
+use crate::chain::framing::{Call, Splitter};
 use crate::chain::{Boundary, Finding, Severity};
 use crate::exchange::Record;
 use crate::template::calls::ToolCall;
@@ -43,13 +43,19 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
         .filter(|r| r.probe.tools.as_ref().is_some_and(|t| !t.is_empty()))
         .collect();
     let first = runs.first()?;
-    let framing = derive(&serving.template, &serving.special);
+    let framing = obs.framing.clone()?;
+    // What the client does not rely on is a warning (`[client] relies_on`).
+    let broken = if online.ctx.suite.client_relies_on("tool_calls") {
+        Severity::Error
+    } else {
+        Severity::Warning
+    };
     if !framing.tools.offered {
         return Some(
             Finding::new(
                 Boundary::Template,
                 ID,
-                Severity::Error,
+                broken,
                 format!(
                     "probe {} offers tools and the chat template never shows them to the model: no server parser can return a call it was not offered",
                     first.probe.id
@@ -105,17 +111,50 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
             }
         }
     }
-    let f = finding(&call, &seen);
+    let mut f = finding(&call, &seen, broken);
+    if f.severity != broken {
+        if let Some(cut) = cut_inside_a_call(obs, broken) {
+            let replies = f.evidence.get("replies").cloned().unwrap_or_default();
+            f = cut.with("replies", replies);
+        }
+    }
+    let unbroken = f.severity == Severity::Pass
+        || f.severity == Severity::Warning && broken == Severity::Error;
     Some(match parity {
-        Some(why) if f.severity != Severity::Error => Finding::new(
+        Some(why) if unbroken => Finding::new(
             Boundary::Server,
             ID,
-            Severity::Error,
+            broken,
             format!("the streamed tool-call deltas do not add up to the whole reply's calls ({why})"),
         )
         .with("layer", "the server's streaming tool-call parser")
         .with("fix", "each delta must carry only the new part of `function.arguments` (clients concatenate them); check the server's streaming parser for this model's framing"),
         _ => f,
+    })
+}
+
+/// A reply the token budget cuts inside the model's call must still be a reply (its text, a
+/// partial call, `finish_reason` length): a parser that raises on the unfinished JSON turns it
+/// into a server error (transformers serve 5.23: HTTP 500 from its response parser).
+fn cut_inside_a_call(obs: &Observed, severity: Severity) -> Option<Finding> {
+    use crate::endpoint::openai::CallError;
+    let (probe, reply) = obs.fields.tool_cut.as_ref()?;
+    let Err(CallError::Status { status, body, .. }) = reply else {
+        return None;
+    };
+    (*status >= 500).then(|| {
+        Finding::new(
+            Boundary::Server,
+            ID,
+            severity,
+            format!(
+                "the server fails with HTTP {status} when the token budget cuts a reply inside a tool call (probe {probe}, max_tokens {}): {}",
+                super::fields::TOOL_CUT_TOKENS,
+                show(body)
+            ),
+        )
+        .with("layer", "the server's tool-call parser (it raises on the unfinished call instead of returning the text)")
+        .with("fix", "give tool-calling requests a max_tokens that fits a whole call; the server should return the partial text with finish_reason \"length\"")
     })
 }
 
@@ -194,7 +233,7 @@ pub fn judge(call: &Call, rec: &Record, emitted: Option<&[ToolCall]>) -> Parse {
     Parse::Parsed(api.len())
 }
 
-fn finding(call: &Call, seen: &[(String, Parse)]) -> Finding {
+fn finding(call: &Call, seen: &[(String, Parse)], broken_severity: Severity) -> Finding {
     let parsed = seen
         .iter()
         .filter(|(_, s)| matches!(s, Parse::Parsed(_)))
@@ -214,7 +253,7 @@ fn finding(call: &Call, seen: &[(String, Parse)]) -> Finding {
         )
     });
     let error = |message: String, layer: &str, fix: String| {
-        Finding::new(Boundary::Server, ID, Severity::Error, message)
+        Finding::new(Boundary::Server, ID, broken_severity, message)
             .with("layer", layer)
             .with("fix", fix)
     };

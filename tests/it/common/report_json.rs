@@ -19,3 +19,14 @@ pub fn errors(report: &Value) -> Vec<String> {
         })
         .collect()
 }
+
+/// The first finding of `check` in a report; panics with the report when there is none.
+pub fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
+    report["findings"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .find(|f| f["check"] == check)
+        .unwrap_or_else(|| panic!("no {check} finding in {report:#}"))
+}

@@ -1,0 +1,350 @@
+//! Boundary 5, request fields the server accepts and ignores: a field a client sends that
+//! the server does not refuse and does not apply is the quietest API break there is — the
+//! request succeeds and the reply is simply not the one asked for. Three that clients of chat
+//! models rely on, each asked for once and judged on what came back:
+//! - `max_completion_tokens` (OpenAI's name since 2024; `max_tokens` is deprecated for it):
+//!   a server that reads only `max_tokens` runs the reply to its own limit;
+//! - `chat_template_kwargs` (vLLM, SGLang, llama-server: the template's switches, such as
+//!   Qwen3's `enable_thinking`): the prompt the server renders must change as the template
+//!   says, which its prompt token count shows;
+//! - `tool_choice: "none"`: no call may come back.
+//!
+//! Severity follows the suite's `[client] relies_on`: an error for what the client relies on,
+//! a warning otherwise (without the list, the recorded client's requests show which fields it
+//! sends).
+use serde_json::{json, Value};
+
+use super::{Observed, Online, Probe};
+use crate::chain::framing::Framing;
+use crate::chain::{Boundary::Server, Finding, Severity};
+use crate::endpoint::openai::CallError;
+use crate::exchange::Record;
+
+/// The completion-token budget of the `max_completion_tokens` probe.
+pub const MAX_COMPLETION: u32 = 3;
+
+/// One field probe's reply.
+type Reply = Result<Record, CallError>;
+/// A `chat_template_kwargs` switch: its name and value.
+type Switch = (String, Value);
+
+/// The replies to the field probes.
+#[derive(Default)]
+pub struct FieldReplies {
+    /// The first probe with `max_completion_tokens` and no `max_tokens`.
+    pub max_completion: Option<(String, Reply)>,
+    /// When that failed: the same budget as `max_tokens`, to tell a field the server refuses
+    /// from a reply cut where the server fails whichever field cut it.
+    pub max_tokens_control: Option<Reply>,
+    /// The first probe with `chat_template_kwargs` set to the template's first switch.
+    pub kwargs: Option<(String, Switch, Reply)>,
+    /// The first probe that offers tools, with `tool_choice: "none"`.
+    pub tool_choice_none: Option<(String, Reply)>,
+    /// The first probe with `response_format` set to [`schema`].
+    pub response_format: Option<(String, Reply)>,
+    /// The first probe that offers tools, cut at [`TOOL_CUT_TOKENS`]: where the model calls, the
+    /// reply ends inside its call (`server.tool-call-parse` reads it).
+    pub tool_cut: Option<(String, Reply)>,
+}
+
+/// The token budget that cuts a reply inside a tool call.
+pub const TOOL_CUT_TOKENS: u32 = 3;
+
+/// Tokens the `response_format` probe may take (room for a small JSON object).
+const RESPONSE_FORMAT_TOKENS: u32 = 48;
+
+/// The JSON schema the `response_format` probe asks for: one key, one of two values.
+pub fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+        "required": ["answer"],
+        "additionalProperties": false,
+    })
+}
+
+/// Whether `text` is a JSON object [`schema`] accepts.
+fn meets_schema(text: &str) -> bool {
+    match serde_json::from_str::<Value>(text.trim()) {
+        Ok(Value::Object(o)) => {
+            o.len() == 1 && matches!(o.get("answer").and_then(Value::as_str), Some("yes" | "no"))
+        }
+        _ => false,
+    }
+}
+
+/// Send the field probes.
+pub async fn gather(
+    online: &Online<'_>,
+    probes: &[Probe],
+    framing: Option<&Framing>,
+) -> FieldReplies {
+    let seed = online.settings.seed;
+    let mut out = FieldReplies::default();
+    // The fields that are not about tools are asked on a probe without tools, so that what
+    // the server does with tools (a call cut by the token budget) is not taken for them.
+    let offers = |p: &&Probe| p.tools.as_ref().is_some_and(|t| !t.is_empty());
+    let plain = probes.iter().find(|p| !offers(p)).or(probes.first());
+    let tooled = probes.iter().find(offers);
+    if let Some(p) = plain {
+        let mut req = online.request(p, seed, false);
+        req.max_tokens = None;
+        req.extra
+            .insert("max_completion_tokens".into(), json!(MAX_COMPLETION));
+        let reply = online.http.chat(&req).await;
+        if reply.is_err() {
+            let mut control = online.request(p, seed, false);
+            control.max_tokens = Some(MAX_COMPLETION);
+            out.max_tokens_control = Some(online.http.chat(&control).await);
+        }
+        out.max_completion = Some((p.id.clone(), reply));
+    }
+    let switch = framing
+        .and_then(|f| f.reasoning.as_ref())
+        .and_then(|r| r.switches.first().cloned());
+    if let (Some(p), Some((name, value))) = (plain, switch) {
+        // Only the prompt is judged (its token count); the reply keeps the probes' budget, so
+        // that a server that fails replies cut mid-call (transformers serve) is not taken for
+        // one that refuses the field.
+        let mut req = online.request(p, seed, false);
+        req.extra.insert(
+            "chat_template_kwargs".into(),
+            json!({ name.clone(): value.clone() }),
+        );
+        out.kwargs = Some((p.id.clone(), (name, value), online.http.chat(&req).await));
+    }
+    if let Some(p) = tooled {
+        let mut req = online.request(p, seed, false);
+        req.extra.insert("tool_choice".into(), json!("none"));
+        out.tool_choice_none = Some((p.id.clone(), online.http.chat(&req).await));
+        let mut req = online.request(p, seed, false);
+        req.max_tokens = Some(TOOL_CUT_TOKENS);
+        out.tool_cut = Some((p.id.clone(), online.http.chat(&req).await));
+    }
+    if let Some(p) = plain {
+        let mut req = online.request(p, seed, false);
+        req.max_tokens = Some(RESPONSE_FORMAT_TOKENS);
+        req.extra.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {"name": "answer", "strict": true, "schema": schema()}}),
+        );
+        out.response_format = Some((p.id.clone(), online.http.chat(&req).await));
+    }
+    out
+}
+
+/// Every field check that had a probe to judge.
+pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
+    let f = &obs.fields;
+    let mut out = Vec::new();
+    out.extend(
+        f.max_completion
+            .as_ref()
+            .map(|(id, r)| max_completion(online, id, r, f.max_tokens_control.as_ref())),
+    );
+    out.extend(
+        f.kwargs
+            .as_ref()
+            .map(|(id, kw, r)| kwargs(online, obs, id, kw, r)),
+    );
+    out.extend(
+        f.tool_choice_none
+            .as_ref()
+            .map(|(id, r)| tool_choice_none(online, id, r)),
+    );
+    out.extend(
+        f.response_format
+            .as_ref()
+            .map(|(id, r)| response_format(online, id, r)),
+    );
+    out
+}
+
+/// The severity of a field the server ignores: an error when the client relies on it.
+fn ignored(online: &Online, feature: &str) -> Severity {
+    if online.ctx.suite.client_relies_on(feature) {
+        Severity::Error
+    } else {
+        Severity::Warning
+    }
+}
+
+fn refused(check: &'static str, field: &str, probe: &str, e: &CallError) -> Finding {
+    Finding::new(
+        Server,
+        check,
+        Severity::Warning,
+        format!("the server refuses `{field}` (probe {probe}: {e})"),
+    )
+    .with("fix", format!("a client that sends `{field}` gets this error from this server; send what the server reads instead, or upgrade it"))
+}
+
+fn max_completion(online: &Online, probe: &str, r: &Reply, control: Option<&Reply>) -> Finding {
+    const ID: &str = "server.max-completion-tokens";
+    let rec = match (r, control) {
+        (Ok(rec), _) => rec,
+        (Err(e), Some(Err(c))) => {
+            return Finding::new(
+                Server,
+                ID,
+                Severity::Info,
+                format!("not judged: a reply cut at {MAX_COMPLETION} tokens fails with `max_tokens` too (probe {probe}: {c}), so the failure is not the field's (with `max_completion_tokens`: {e})"),
+            )
+        }
+        (Err(e), _) => return refused(ID, "max_completion_tokens", probe, e),
+    };
+    let n = completion_tokens(rec);
+    match n {
+        Some(n) if n > MAX_COMPLETION as usize => Finding::new(
+            Server,
+            ID,
+            ignored(online, "max_completion_tokens"),
+            format!("the server ignores `max_completion_tokens`: asked for at most {MAX_COMPLETION} tokens, it generated {n} (probe {probe}, finish_reason {})", rec.finish_reason.as_deref().unwrap_or("none")),
+        )
+        .with("layer", "the server API (it reads only the deprecated `max_tokens`)")
+        .with("fix", "send `max_tokens` to this server (OpenAI SDKs send `max_completion_tokens` when asked to), or serve with a stack that reads both (vLLM, llama-server)"),
+        Some(n) => Finding::pass(
+            Server,
+            ID,
+            format!("`max_completion_tokens` is applied ({n} of at most {MAX_COMPLETION} tokens)"),
+        ),
+        None => Finding::new(
+            Server,
+            ID,
+            Severity::Info,
+            "the reply to the `max_completion_tokens` probe says nothing of its length (no usage, ids or logprobs): not judged",
+        ),
+    }
+}
+
+/// Generated tokens: usage, else the ids, else the logprob entries.
+fn completion_tokens(rec: &Record) -> Option<usize> {
+    rec.usage
+        .and_then(|u| u.completion_tokens)
+        .map(|n| n as usize)
+        .or_else(|| rec.token_ids.as_ref().map(Vec::len))
+        .or_else(|| rec.logprobs.as_ref().map(Vec::len))
+}
+
+fn kwargs(
+    online: &Online,
+    obs: &Observed,
+    probe: &str,
+    (name, value): &(String, Value),
+    r: &Result<Record, CallError>,
+) -> Finding {
+    const ID: &str = "server.template-kwargs";
+    let rec = match r {
+        Ok(rec) => rec,
+        Err(e) => return refused(ID, "chat_template_kwargs", probe, e),
+    };
+    let kw = format!("{name}={value}");
+    let run = obs.runs.iter().find(|r| r.probe.id == probe);
+    let plain = run
+        .and_then(|r| r.main())
+        .and_then(|r| r.usage?.prompt_tokens);
+    let switched = rec.usage.and_then(|u| u.prompt_tokens);
+    let expected = run.and_then(|r| {
+        let p = online.ctx.serving.as_ref()?;
+        let text = p
+            .render_with(
+                &r.probe.messages,
+                r.probe.tools.as_deref(),
+                online.local_now.or(p.now),
+                &[(name.clone(), value.clone())],
+            )
+            .ok()?;
+        let with = p.ids(&text).ok()?.len() as u64;
+        let without = r.local_ids.as_ref()?.len() as u64;
+        (with != without).then_some((with, without))
+    });
+    match (plain, switched, expected) {
+        (Some(a), Some(b), Some((with, without))) if a == b && a == without => Finding::new(
+            Server,
+            ID,
+            ignored(online, "chat_template_kwargs"),
+            format!("the server ignores `chat_template_kwargs` ({kw}): the template renders {with} prompt tokens with it and {without} without, and the server's prompt is {b} tokens either way (probe {probe})"),
+        )
+        .with("layer", "the server API (it does not pass request kwargs to the template)")
+        .with("fix", "serve with a stack that passes `chat_template_kwargs` to the template per request (vLLM, SGLang, llama-server); llama-cpp-python takes them only at load (`--chat_template_kwargs`)"),
+        (_, Some(b), Some((with, _))) if b == with => Finding::pass(
+            Server,
+            ID,
+            format!("`chat_template_kwargs` ({kw}) reach the template: {b} prompt tokens, as the template renders them"),
+        ),
+        (_, Some(b), Some((with, without))) => Finding::new(
+            Server,
+            ID,
+            Severity::Info,
+            format!("with `chat_template_kwargs` ({kw}) the server's prompt is {b} tokens; the template renders {with} with them and {without} without: not judged (the template boundary compares the prompts)"),
+        ),
+        _ => Finding::new(
+            Server,
+            ID,
+            Severity::Info,
+            format!("the server's prompt count with and without `chat_template_kwargs` ({kw}) is not known: not judged"),
+        ),
+    }
+}
+
+fn tool_choice_none(online: &Online, probe: &str, r: &Result<Record, CallError>) -> Finding {
+    const ID: &str = "server.tool-choice";
+    let rec = match r {
+        Ok(rec) => rec,
+        Err(e) => return refused(ID, "tool_choice", probe, e),
+    };
+    if rec.tool_calls.is_empty() {
+        return Finding::pass(
+            Server,
+            ID,
+            format!("`tool_choice: \"none\"` is honoured: no call came back (probe {probe})"),
+        );
+    }
+    Finding::new(
+        Server,
+        ID,
+        ignored(online, "tool_choice"),
+        format!(
+            "the server ignores `tool_choice: \"none\"`: {} call(s) came back (probe {probe})",
+            rec.tool_calls.len()
+        ),
+    )
+    .with("layer", "the server API (its tool-call parser runs whatever the request says)")
+    .with("fix", "the server must not return calls when the request forbids them; until it is fixed, a client that sends `tool_choice: \"none\"` must not send `tools`")
+}
+
+fn response_format(online: &Online, probe: &str, r: &Result<Record, CallError>) -> Finding {
+    const ID: &str = "server.response-format";
+    let rec = match r {
+        Ok(rec) => rec,
+        Err(e) => return refused(ID, "response_format", probe, e),
+    };
+    if meets_schema(&rec.text) {
+        return Finding::pass(
+            Server,
+            ID,
+            format!("`response_format` json_schema is honoured: the reply is JSON the schema accepts (probe {probe})"),
+        );
+    }
+    let cut = rec.finish_reason.as_deref() == Some("length");
+    if cut && rec.text.trim_start().starts_with('{') {
+        return Finding::new(
+            Server,
+            ID,
+            Severity::Info,
+            format!("the `response_format` reply was cut at {RESPONSE_FORMAT_TOKENS} tokens before its JSON closed (probe {probe}): not judged"),
+        );
+    }
+    Finding::new(
+        Server,
+        ID,
+        ignored(online, "response_format"),
+        format!(
+            "the server ignores `response_format` (json_schema): the reply is not JSON the schema accepts (probe {probe}: {})",
+            super::show(&rec.text)
+        ),
+    )
+    .with("schema", schema().to_string())
+    .with("layer", "the server API (it accepted the field and decoded without the schema)")
+    .with("fix", "serve with structured output enabled (vLLM guided decoding, llama-server / llama-cpp-python grammars), or have the server refuse the field so the client knows")
+}
