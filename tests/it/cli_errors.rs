@@ -285,6 +285,11 @@ fn absurd_suite_values_are_refused_with_the_key_named() {
         ("[latency]\nrepeats = 4294967295\n", "repeats"),
         ("[latency]\nbaseline = \"../escape\"\n", "baseline"),
         ("[server]\nconcurrency = 0\n", "concurrency"),
+        ("[client]\nrelies_on = [\"tools\"]\n", "relies_on"),
+        (
+            "[client]\nreasoning_field = \"thoughts\"\n",
+            "reasoning_field",
+        ),
     ] {
         let (top, section) = if extra.starts_with('[') {
             ("", extra)

@@ -3,7 +3,8 @@
 //! request succeeds and the reply is simply not the one asked for. Three that clients of chat
 //! models rely on, each asked for once and judged on what came back:
 //! - `max_completion_tokens` (OpenAI's name since 2024; `max_tokens` is deprecated for it):
-//!   a server that reads only `max_tokens` runs the reply to its own limit;
+//!   a server that reads only `max_tokens` runs the reply past it (asked with both, the new
+//!   one smaller: the new one must win);
 //! - `chat_template_kwargs` (vLLM, SGLang, llama-server: the template's switches, such as
 //!   Qwen3's `enable_thinking`): the prompt the server renders must change as the template
 //!   says, which its prompt token count shows;
@@ -87,8 +88,10 @@ pub async fn gather(
     let plain = probes.iter().find(|p| !offers(p)).or(probes.first());
     let tooled = probes.iter().find(offers);
     if let Some(p) = plain {
+        // Beside the probes' own `max_tokens`, which bounds the reply of a server that ignores
+        // the new field (one that reads neither would generate to its context's end). OpenAI's
+        // rule, and vLLM's and transformers': `max_completion_tokens` wins.
         let mut req = online.request(p, seed, false);
-        req.max_tokens = None;
         req.extra
             .insert("max_completion_tokens".into(), json!(MAX_COMPLETION));
         let reply = online.http.chat(&req).await;
