@@ -213,6 +213,17 @@ pub struct ClientSection {
     /// vLLM before its rename, SGLang, llama-server) or `reasoning` (vLLM since). A server that
     /// writes the other one fails `server.reasoning-split`: the client gets no reasoning.
     pub reasoning_field: Option<String>,
+    /// The client itself, as a command run from the suite's folder (e.g. `["python",
+    /// "smoke_client.py"]`): against an HTTP target the gate runs it through `chatgate
+    /// client-probe` — the plain stream, then each hostile-but-legal SSE variant — and fails
+    /// `client.sse` when a variant in `sse_variants` breaks it.
+    pub command: Option<Vec<String>>,
+    /// The SSE variants the deployment must survive (`chatgate proxy --help` lists them):
+    /// `["all"]` (the default) or names such as `["keep-alive", "ids"]`. A variant not listed
+    /// that breaks the client is a warning.
+    pub sse_variants: Option<Vec<String>>,
+    /// Seconds one run of the client command may take (default 60).
+    pub command_timeout_s: Option<u64>,
 }
 
 /// What `[client] relies_on` may name.
@@ -466,6 +477,22 @@ fn validate(file: &SuiteFile) -> std::result::Result<(), String> {
         return Err(format!(
             "[client] reasoning_field is {f:?}; it takes \"reasoning_content\" or \"reasoning\""
         ));
+    }
+    if let Some(c) = &file.client {
+        if c.command
+            .as_ref()
+            .is_some_and(|c| c.is_empty() || c[0].trim().is_empty())
+        {
+            return Err("[client] command is empty; give the program and its arguments, e.g. [\"python\", \"smoke_client.py\"]".into());
+        }
+        // The variant names are checked where they are known (chain::client_sse::validate),
+        // when the gate starts, before anything runs.
+        if c.command_timeout_s.is_some_and(|t| t == 0 || t > 3600) {
+            return Err("[client] command_timeout_s must be 1 to 3600 seconds".into());
+        }
+        if c.command.is_none() && (c.sse_variants.is_some() || c.command_timeout_s.is_some()) {
+            return Err("[client] sse_variants and command_timeout_s need [client] command: the client to run through them".into());
+        }
     }
     let name_ok = |key: &str, v: &str| {
         if crate::files::valid_id(v) {

@@ -2,6 +2,7 @@
 //! outcomes to the exit-code contract (0 pass, 1 regression, 2 bad input, 3 unreachable).
 pub mod bench;
 mod check;
+pub mod client_probe;
 pub mod gate;
 mod init;
 mod inspect;
@@ -150,6 +151,8 @@ chatgate merge load-*.json                                            # the whol
     Reject(snapshots::RejectArgs),
     /// Sit between a real client and the server: record both sides, or send the client hostile-but-legal SSE.
     Proxy(proxy::ProxyArgs),
+    /// Run your own client through each hostile-but-legal SSE variant and name the ones that break it.
+    ClientProbe(client_probe::ClientProbeArgs),
     /// Build a tiny random-weight model that carries a real model's tokenizer, templates and special tokens.
     #[command(
         long_about = "Build a stand-in: a tiny model with random weights (default 2 layers, 64 wide; the same \
@@ -301,6 +304,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Accept(a) => snapshots::run_accept(a),
         Command::Reject(a) => snapshots::run_reject(a),
         Command::Proxy(a) => proxy::run(a),
+        Command::ClientProbe(a) => client_probe::run(a),
         Command::Standin(a) => standin::run(a),
         Command::Init(a) => init::run(a),
     };

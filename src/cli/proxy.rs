@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::{Error, Result};
-use crate::proxy::{self, HostileSse, ProxyOptions, ProxyState};
+use crate::proxy::{self, HostileSse, ProxyOptions, ProxyState, Variant, VARIANTS};
 
 /// The usage examples, in both the short and the long help.
 macro_rules! examples {
@@ -15,7 +15,8 @@ chatgate serve --model models/tiny-chat --port 8000 &\n  \
 chatgate proxy --upstream http://127.0.0.1:8000 --listen 127.0.0.1:8001 --record client.jsonl\n  \
 # point the app at http://127.0.0.1:8001, use it, then in the suite:\n  \
 #   [client]\n  #   recording = \"client.jsonl\"\n  #   params = { temperature = 0.2 }\n  \
-chatgate proxy --upstream http://127.0.0.1:8000 --hostile-sse --chunk-bytes 1"
+chatgate proxy --upstream http://127.0.0.1:8000 --hostile-sse\n  \
+chatgate proxy --upstream http://127.0.0.1:8000 --hostile-sse ids,keep-alive"
     };
 }
 
@@ -34,8 +35,10 @@ end_ms}, error. Query parameters and JSON fields named like credentials are reda
 the password of an --upstream URL. An exchange the upstream never answered is recorded too. Point the suite's [client] recording at it and `chatgate check` diffs \
 what the client really sent against the [client] contract (endpoint, model, params, required, \
 forbidden, stream, message shapes, rejected requests).\n\n\
---hostile-sse re-frames streamed responses as hostile-but-legal SSE with byte-identical payloads: a \
-client that breaks through it has an SSE reader that is not spec-correct.\n\n\
+--hostile-sse re-frames streamed responses as hostile-but-legal SSE with byte-identical payloads and \
+the same events, each variant legal under the WHATWG event-stream rules: a client that breaks through \
+it has an SSE reader that is not spec-correct. `chatgate client-probe` runs a client command through \
+each variant alone and names the ones that break it.\n\n\
 Once ready it prints one line `listening on http://HOST:PORT` to stdout. An unreachable upstream is \
 answered with 502 and an OpenAI-shaped error naming it. SIGINT/SIGTERM stop it gracefully.",
         "\n\n",
@@ -52,15 +55,57 @@ pub struct ProxyArgs {
     /// Append every exchange (client request, server response) to this JSONL file.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
-    /// Re-frame streamed (SSE) responses as hostile-but-legal SSE: tiny reads that split UTF-8
-    /// characters, keep-alive comments, id fields, CRLF/CR/LF line endings, extra blank lines.
-    /// The data payloads stay byte-identical.
-    #[arg(long)]
-    pub hostile_sse: bool,
-    /// With --hostile-sse: the size in bytes of every read the client gets.
-    #[arg(long, value_name = "N", default_value_t = 1, requires = "hostile_sse",
+    /// Re-frame streamed (SSE) responses as hostile-but-legal SSE with byte-identical data
+    /// payloads: `all` (the default) or a comma-separated list of variants (below). Each one
+    /// alone is what `chatgate client-probe` runs to name what breaks a client.
+    #[arg(long, value_name = "VARIANTS", num_args = 0..=1, default_missing_value = "all",
+          value_parser = VariantsParser)]
+    pub hostile_sse: Option<VariantList>,
+    /// With --hostile-sse: every read this many bytes, whatever the variants say.
+    #[arg(long, value_name = "N", requires = "hostile_sse",
           value_parser = clap::value_parser!(u32).range(1..))]
-    pub chunk_bytes: u32,
+    pub chunk_bytes: Option<u32>,
+}
+
+/// The hostile SSE variants a flag named (a newtype, so clap takes the list as one value).
+#[derive(Clone, Debug)]
+pub struct VariantList(pub Vec<Variant>);
+
+/// `all` or a comma-separated list of variant names; `--help` lists each with what it does.
+#[derive(Clone)]
+pub struct VariantsParser;
+
+impl clap::builder::TypedValueParser for VariantsParser {
+    type Value = VariantList;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> std::result::Result<VariantList, clap::Error> {
+        use clap::error::ErrorKind;
+        let s = value
+            .to_str()
+            .ok_or_else(|| clap::Error::new(ErrorKind::InvalidUtf8).with_cmd(cmd))?;
+        Variant::parse_list(s)
+            .map(VariantList)
+            .map_err(|e| clap::Error::raw(ErrorKind::InvalidValue, format!("{e}\n")).with_cmd(cmd))
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        use clap::builder::PossibleValue;
+        let all = PossibleValue::new("all").help("every variant at once");
+        Some(Box::new(
+            std::iter::once(all).chain(
+                VARIANTS
+                    .iter()
+                    .map(|v| PossibleValue::new(v.name).help(v.does)),
+            ),
+        ))
+    }
 }
 
 pub fn run(a: ProxyArgs) -> Result<i32> {
@@ -82,8 +127,9 @@ pub fn run(a: ProxyArgs) -> Result<i32> {
     let opts = ProxyOptions {
         upstream: a.upstream,
         record: a.record,
-        hostile: a.hostile_sse.then_some(HostileSse {
-            chunk_bytes: a.chunk_bytes as usize,
+        hostile: a.hostile_sse.map(|VariantList(vs)| HostileSse {
+            chunk_bytes: a.chunk_bytes.map(|n| n as usize),
+            ..HostileSse::only(&vs)
         }),
     };
     let state = ProxyState::new(&opts)?;
@@ -100,8 +146,8 @@ pub fn run(a: ProxyArgs) -> Result<i32> {
                 Some(p) => format!(", recording to {}", p.display()),
                 None => String::new(),
             },
-            match opts.hostile {
-                Some(h) => format!(", hostile SSE in reads of {} bytes", h.chunk_bytes),
+            match &opts.hostile {
+                Some(h) => format!(", hostile SSE: {}", h.describe()),
                 None => String::new(),
             }
         );

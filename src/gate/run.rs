@@ -165,6 +165,7 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
 pub(super) async fn run_with(opts: &GateOptions, pieces: &mut Pieces) -> Result<GateReport> {
     let started = Instant::now();
     let mut suite = Suite::load(&opts.suite)?;
+    chain::client_sse::must_survive(&suite)?;
     let spec = spec::resolve(opts.target.as_deref(), &suite)?;
     let under_test = model_under_test(&mut suite, &spec);
     let prompts = load_prompts(&suite)?;
@@ -487,13 +488,28 @@ pub(super) async fn online(
     progress: &progress::Progress,
 ) -> Result<chain::online::OnlineResult> {
     let Some(http) = target.http() else {
-        return Ok(chain::online::OnlineResult {
-            findings: vec![Finding::new(
-                Boundary::Server,
-                "server.target",
+        let mut findings = vec![Finding::new(
+            Boundary::Server,
+            "server.target",
+            Severity::Info,
+            "the target runs in-process (candle): the server boundary is not exercised; point --target at a server to check it",
+        )];
+        if ctx
+            .suite
+            .file
+            .client
+            .as_ref()
+            .is_some_and(|c| c.command.is_some())
+        {
+            findings.push(Finding::new(
+                Boundary::Client,
+                "client.sse",
                 Severity::Info,
-                "the target runs in-process (candle): the server boundary is not exercised; point --target at a server to check it",
-            )],
+                "[client] command runs only against a server: point --target at one to probe the client",
+            ));
+        }
+        return Ok(chain::online::OnlineResult {
+            findings,
             determinism: Default::default(),
             server_day: None,
         });
@@ -514,7 +530,21 @@ pub(super) async fn online(
         settings: probe_settings(ctx),
         local_now,
     };
-    online.run(&probes).await
+    let mut result = online.run(&probes).await?;
+    // The client boundary last: the suite's own client through each SSE variant.
+    if ctx
+        .suite
+        .file
+        .client
+        .as_ref()
+        .is_some_and(|c| c.command.is_some())
+    {
+        progress.stage("client: SSE variants", 0);
+        result
+            .findings
+            .extend(chain::client_sse::check(&ctx.suite, http.base_url()).await);
+    }
+    Ok(result)
 }
 
 /// The probe pass's requests, from the suite's `[server]`.

@@ -16,7 +16,7 @@ use futures_util::{Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::hostile::{frame_event, split_reads, HostileSse};
+use super::hostile::{HostileSse, PAUSE, PAUSE_EVERY};
 use super::record::{body_value, payload_value, redacted_headers, Exchange, ExchangeTimings};
 use super::ProxyState;
 use crate::endpoint::sse::{SseEvent, SseParser};
@@ -200,7 +200,7 @@ fn respond(
             .to_ascii_lowercase()
             .starts_with("text/event-stream")
     });
-    let hostile = st.hostile.filter(|_| sse);
+    let hostile = st.hostile.clone().filter(|_| sse);
     ex.status = status.as_u16();
     ex.content_type = content_type;
     ex.stream = sse;
@@ -290,7 +290,7 @@ impl Pump {
                 seen.keep(&chunk);
                 Vec::new()
             };
-            let delivered = match self.hostile {
+            let delivered = match &self.hostile {
                 None => self.tx.send(Ok(chunk)).await.is_ok(),
                 Some(h) => self.send_hostile(&events, &mut seen, h).await,
             };
@@ -307,17 +307,38 @@ impl Pump {
         self.finish(seen, error);
     }
 
-    /// Each event re-framed and sent as reads of `chunk_bytes`, yielding after each so the
-    /// reads reach the socket separately.
-    async fn send_hostile(&self, events: &[SseEvent], seen: &mut Seen, h: HostileSse) -> bool {
+    /// Each event re-framed and sent as the variants' reads (the preamble before the first,
+    /// the keep-alive pause after it), yielding after each read so they reach the socket
+    /// separately.
+    async fn send_hostile(&self, events: &[SseEvent], seen: &mut Seen, h: &HostileSse) -> bool {
         for ev in events {
-            for read in split_reads(&frame_event(ev, seen.events), h.chunk_bytes) {
-                if self.tx.send(Ok(Bytes::from(read))).await.is_err() {
-                    return false;
+            let k = seen.events;
+            if k == 0 && !self.send_reads(h, &h.preamble()).await {
+                return false;
+            }
+            if !self.send_reads(h, &h.frame_event(ev, k)).await {
+                return false;
+            }
+            if h.pauses_after(k) {
+                let until = Instant::now() + PAUSE;
+                while Instant::now() < until {
+                    tokio::time::sleep(PAUSE_EVERY).await;
+                    if !self.send_reads(h, &h.keep_alive(k)).await {
+                        return false;
+                    }
                 }
-                tokio::task::yield_now().await;
             }
             seen.events += 1;
+        }
+        true
+    }
+
+    async fn send_reads(&self, h: &HostileSse, bytes: &[u8]) -> bool {
+        for read in h.reads(bytes) {
+            if self.tx.send(Ok(Bytes::from(read))).await.is_err() {
+                return false;
+            }
+            tokio::task::yield_now().await;
         }
         true
     }

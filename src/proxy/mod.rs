@@ -8,10 +8,12 @@
 //! spec-correct.
 //!
 //! Layout: `forward` (the one axum handler and the body pump), `record` (the JSONL recording
-//! and its reader), `hostile` (the re-framing). Upstream SSE is read with the project's own
+//! and its reader), `hostile` (the re-framing, variant by variant), `probe` (a user's client
+//! run through each variant). Upstream SSE is read with the project's own
 //! spec-correct reader, `crate::endpoint::sse`.
 pub mod forward;
 pub mod hostile;
+pub mod probe;
 pub mod record;
 
 use std::future::Future;
@@ -23,7 +25,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-pub use hostile::HostileSse;
+pub use hostile::{HostileSse, Variant, VARIANTS};
 pub use record::{read_recording, Exchange, ExchangeTimings, RecordedExchange, Recorder};
 
 use crate::error::{Error, Result};
@@ -68,7 +70,11 @@ impl ProxyState {
             ))
             .hint("e.g. http://127.0.0.1:8000; the client's paths are appended to it"));
         }
-        if opts.hostile.is_some_and(|h| h.chunk_bytes == 0) {
+        if opts
+            .hostile
+            .as_ref()
+            .is_some_and(|h| h.chunk_bytes == Some(0))
+        {
             return Err(Error::input("--chunk-bytes must be at least 1"));
         }
         let client = reqwest::Client::builder()
@@ -83,7 +89,7 @@ impl ProxyState {
             base: url.as_str().trim_end_matches('/').to_string(),
             client,
             recorder,
-            hostile: opts.hostile,
+            hostile: opts.hostile.clone(),
             inflight: Mutex::new(Some(inflight)),
             drained: Mutex::new(Some(drained)),
         }))

@@ -290,6 +290,16 @@ fn absurd_suite_values_are_refused_with_the_key_named() {
             "[client]\nreasoning_field = \"thoughts\"\n",
             "reasoning_field",
         ),
+        ("[client]\ncommand = []\n", "command"),
+        ("[client]\ncommand = [\"  \"]\n", "command"),
+        (
+            "[client]\ncommand = [\"python\"]\ncommand_timeout_s = 0\n",
+            "command_timeout_s",
+        ),
+        (
+            "[client]\nsse_variants = [\"ids\"]\n",
+            "need [client] command",
+        ),
     ] {
         let (top, section) = if extra.starts_with('[') {
             ("", extra)
@@ -304,6 +314,23 @@ fn absurd_suite_values_are_refused_with_the_key_named() {
         let err = assert_bad_input(&["check", &s], "s.toml");
         assert!(err.contains(key), "{extra}: {err}");
     }
+}
+
+/// An SSE variant the proxy does not know is refused when the gate starts, naming the suite,
+/// the key and the variants there are.
+#[test]
+fn an_unknown_sse_variant_is_refused_by_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(
+        dir.path(),
+        "s.toml",
+        "[model]\ndir = \"model\"\n[client]\ncommand = [\"python\", \"app.py\"]\nsse_variants = [\"ids\", \"pings\"]\n",
+    );
+    let err = assert_bad_input(&["gate", &s], "s.toml");
+    assert!(
+        err.contains("sse_variants") && err.contains("\"pings\"") && err.contains("keep-alive"),
+        "{err}"
+    );
 }
 
 /// `bench` flags that would abort an allocation or never finish are bad input.

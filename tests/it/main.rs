@@ -8,6 +8,7 @@ mod artifacts_gguf_vocab;
 mod artifacts_models;
 mod catch_matrix;
 mod check_faults;
+mod client_matrix;
 mod cli_errors;
 mod family_matrix;
 mod framing_templates;

@@ -44,7 +44,10 @@ async fn start_proxy(
         &ProxyOptions {
             upstream: upstream.to_string(),
             record: record.map(Path::to_path_buf),
-            hostile: hostile.map(|chunk_bytes| HostileSse { chunk_bytes }),
+            hostile: hostile.map(|n| HostileSse {
+                chunk_bytes: Some(n),
+                ..HostileSse::default()
+            }),
         },
         "127.0.0.1:0",
     )
@@ -706,4 +709,166 @@ async fn an_exchange_the_client_abandons_is_recorded() {
     );
     px.stop().await.unwrap();
     hold.abort();
+}
+
+// ---- chatgate client-probe: the real binary, real clients written the way apps write them ----
+
+/// A client whose SSE reader is the naive one many apps hand-roll: it splits the body on
+/// `\n\n` and keeps lines that start with `data: ` (stdlib only, so it runs anywhere).
+const NAIVE_CLIENT: &str = r#"
+import json, os, sys, urllib.request
+body = json.dumps({"model": "tiny-chat", "temperature": 0, "max_tokens": 12, "stream": True,
+                   "messages": [{"role": "user", "content": "What is the capital of France?"}]})
+req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", body.encode(),
+                             {"content-type": "application/json"})
+raw = urllib.request.urlopen(req, timeout=30).read().decode("utf-8")
+text = ""
+for block in raw.split("\n\n"):
+    for line in block.split("\n"):
+        if line.startswith("data: ") and line != "data: [DONE]":
+            delta = json.loads(line[6:])["choices"][0]["delta"]
+            text += delta.get("content") or ""
+print(text)
+"#;
+
+async fn client_probe(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_chatgate"))
+        .arg("client-probe")
+        .args(args)
+        .output()
+        .await
+        .expect("chatgate client-probe runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The naive reader reads the plain stream and the framings it happens to survive, and the
+/// probe names each one it does not — by exit status or by silently different text — with the
+/// rule it gets wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_probe_names_the_variants_a_naive_reader_cannot_read() {
+    let server = start_server().await;
+    let url = server.url();
+    let variants = "bytes-1,utf8-split,keep-alive,crlf,no-space,ids";
+    let (code, stdout, stderr) = client_probe(&[
+        "--upstream",
+        &url,
+        "--variants",
+        variants,
+        "--format",
+        "json",
+        "--",
+        "python3",
+        "-c",
+        NAIVE_CLIENT,
+    ])
+    .await;
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(report["plain"]["exit"], 0);
+    assert!(!report["plain"]["stdout"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .is_empty());
+    let verdict = |name: &str| {
+        let run = report["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["label"] == name)
+            .unwrap_or_else(|| panic!("{name} ran"));
+        (run["exit"].clone(), run["output_differs"] == true)
+    };
+    // Whole-body reads and comment blocks are within its reach.
+    for ok in ["bytes-1", "utf8-split", "keep-alive", "ids"] {
+        assert_eq!(verdict(ok), (json!(0), false), "{ok}");
+    }
+    // CRLF: no `\n\n` in the body, one block, `data: {...}\r` lines: json.loads fails.
+    assert_ne!(verdict("crlf").0, json!(0));
+    // `data:{...}` is skipped: exit 0 with no text — caught because the text differs.
+    assert_eq!(verdict("no-space"), (json!(0), true));
+    assert!(report["combined"]["exit"] != 0 || report["combined"]["output_differs"] == true);
+    assert!(
+        report["culprit"].is_null(),
+        "no combination of passing variants breaks it"
+    );
+
+    let (code, text, _) = client_probe(&[
+        "--upstream",
+        &url,
+        "--variants",
+        "crlf,no-space",
+        "--",
+        "python3",
+        "-c",
+        NAIVE_CLIENT,
+    ])
+    .await;
+    assert_eq!(code, Some(1));
+    assert!(text.contains("crlf ") && text.contains("BREAKS"), "{text}");
+    assert!(
+        text.contains("printed something else than on the plain stream"),
+        "{text}"
+    );
+    assert!(
+        text.contains("rule: end-of-line = ( cr lf / cr / lf )"),
+        "{text}"
+    );
+    assert!(text.contains("reported: miruamel/xuan#194"), "{text}");
+    server.stop().await.unwrap();
+}
+
+/// What the probe cannot attribute to a variant is bad input (exit 2) or an unreachable
+/// server (exit 3), each said plainly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_probe_refuses_what_it_cannot_judge() {
+    let server = start_server().await;
+    let url = server.url();
+    // A client that fails without hostile framing.
+    let (code, _, err) = client_probe(&[
+        "--upstream",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        "echo boom >&2; exit 4",
+    ])
+    .await;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("fails on the plain stream") && err.contains("exit 4") && err.contains("boom"),
+        "{err}"
+    );
+    // A client that never streams.
+    let (code, _, err) = client_probe(&["--upstream", &url, "--", "true"]).await;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("none streamed"), "{err}");
+    // A command that does not exist.
+    let (code, _, err) = client_probe(&["--upstream", &url, "--", "/nonexistent/client"]).await;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot start the client command"), "{err}");
+    // A client that hangs is killed at the timeout (plain run: bad input, said so).
+    let (code, _, err) =
+        client_probe(&["--upstream", &url, "--timeout", "1", "--", "sleep", "30"]).await;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("did not finish in time"), "{err}");
+    // An unknown variant.
+    let (code, _, err) =
+        client_probe(&["--upstream", &url, "--variants", "ids,chunky", "--", "true"]).await;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unknown SSE variant \"chunky\""), "{err}");
+    server.stop().await.unwrap();
+    // Nothing listens: the client's request comes back 502 from the proxy, the probe says so.
+    let closed = closed_port_url().await;
+    let (code, _, err) =
+        client_probe(&["--upstream", &closed, "--", "python3", "-c", NAIVE_CLIENT]).await;
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        err.contains("could not reach") && err.contains(&closed),
+        "{err}"
+    );
 }

@@ -1,0 +1,135 @@
+//! `client.sse`: the suite's own client (`[client] command`) run through `chatgate
+//! client-probe` against the server under test — the plain stream, then each hostile-but-legal
+//! SSE variant alone, then all at once. The serving stack can be healthy while the application
+//! that reads it breaks on framing the spec allows (a gateway's keep-alives, `id:` fields, CRLF):
+//! this check names the variant, the rule the client gets wrong and the public reports.
+//!
+//! A variant in `[client] sse_variants` (default: all) that breaks the client is an error; one
+//! the deployment need not survive is a warning.
+use std::time::Duration;
+
+use super::{Boundary, Finding, Severity};
+use crate::error::{Error, Result};
+use crate::proxy::probe::{probe, ClientRun, ProbeOptions, ProbeReport};
+use crate::proxy::{Variant, VARIANTS};
+use crate::suite::Suite;
+
+const ID: &str = "client.sse";
+
+/// The variants `[client] sse_variants` names (default: all), or the error that names the
+/// suite file and the unknown name.
+pub fn must_survive(suite: &Suite) -> Result<Vec<Variant>> {
+    let names = suite
+        .file
+        .client
+        .as_ref()
+        .and_then(|c| c.sse_variants.clone())
+        .unwrap_or_else(|| vec!["all".into()]);
+    Variant::parse_list(&names.join(","))
+        .map_err(|e| Error::in_file(&suite.path, format!("[client] sse_variants: {e}")))
+}
+
+/// Run the probe when the suite names a client command; nothing otherwise.
+pub async fn check(suite: &Suite, upstream: &str) -> Vec<Finding> {
+    let Some(c) = &suite.file.client else {
+        return Vec::new();
+    };
+    let Some(command) = &c.command else {
+        return Vec::new();
+    };
+    // Checked when the gate started (`must_survive`).
+    let must = must_survive(suite).unwrap_or_else(|_| Variant::all());
+    let opts = ProbeOptions {
+        upstream: upstream.to_string(),
+        command: command.clone(),
+        variants: Variant::all(),
+        combined: true,
+        timeout: Duration::from_secs(c.command_timeout_s.unwrap_or(60)),
+        compare_output: true,
+        record_dir: None,
+        // The suite's folder ("" for a suite named without one: the current folder).
+        cwd: suite
+            .path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(|p| p.to_path_buf()),
+    };
+    match probe(&opts).await {
+        Ok(report) => judge(&report, &must),
+        Err(e) => vec![Finding::new(
+            Boundary::Client,
+            ID,
+            Severity::Error,
+            format!("the client command could not be probed: {e}"),
+        )
+        .with("command", command.join(" "))],
+    }
+}
+
+/// One finding per breaking run (or one pass).
+pub fn judge(report: &ProbeReport, must: &[Variant]) -> Vec<Finding> {
+    let command = report.command.join(" ");
+    let mut out = Vec::new();
+    for run in report.runs.iter().filter(|r| r.broke()) {
+        let required = run
+            .variants
+            .iter()
+            .all(|n| must.iter().any(|v| v.name() == *n));
+        out.push(broken(run, &run.variants, required, &command));
+    }
+    if let (Some(all), Some(culprit)) = (&report.combined, &report.culprit) {
+        let required = culprit.iter().all(|n| must.iter().any(|v| v.name() == *n));
+        out.push(broken(all, culprit, required, &command));
+    }
+    if out.is_empty() {
+        out.push(
+            Finding::pass(
+                Boundary::Client,
+                ID,
+                format!(
+                    "the client read the plain stream and every hostile SSE variant ({} runs)",
+                    report.runs.len() + report.combined.iter().count()
+                ),
+            )
+            .with("command", command),
+        );
+    }
+    out
+}
+
+fn broken(run: &ClientRun, names: &[&str], required: bool, command: &str) -> Finding {
+    let severity = if required {
+        Severity::Error
+    } else {
+        Severity::Warning
+    };
+    let combination = names.join(" + ");
+    let mut f = Finding::new(
+        Boundary::Client,
+        ID,
+        severity,
+        format!(
+            "the client breaks on the legal SSE framing `{combination}` ({}); a server or gateway that frames its stream this way breaks the application though the model and server are healthy",
+            run.why()
+        ),
+    )
+    .with("command", command);
+    for name in names {
+        if let Some(info) = VARIANTS.iter().find(|i| i.name == *name) {
+            f = f.with(&format!("{name}: what the stream does"), info.does);
+            f = f.with(&format!("{name}: the rule"), info.rule);
+            if !info.reports.is_empty() {
+                f = f.with(&format!("{name}: reported"), info.reports.join("; "));
+            }
+        }
+    }
+    if !run.stderr_tail.is_empty() {
+        f = f.with("client stderr (last lines)", run.stderr_tail.join("\n"));
+    }
+    let hint = if required {
+        "fix or upgrade the client's SSE reader (the rule above), or take the variant out of [client] sse_variants if no server or gateway in front of this deployment sends it"
+    } else {
+        "the deployment need not survive it ([client] sse_variants); listed so a gateway added later does not surprise you"
+    };
+    f.with("hint", hint)
+}
