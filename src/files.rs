@@ -80,6 +80,40 @@ fn pause_for_tests() {
     }
 }
 
+/// Child process groups to kill on the way out (`chatgate client-probe`'s client runs).
+static GROUPS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+fn groups() -> MutexGuard<'static, Vec<i32>> {
+    GROUPS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A child's process group, killed (SIGKILL) when this is dropped, and by the signal handler
+/// of [`clean_up_on_signals`] if chatgate is interrupted first.
+pub struct ProcessGroup(i32);
+
+impl ProcessGroup {
+    pub fn track(pgid: i32) -> ProcessGroup {
+        groups().push(pgid);
+        ProcessGroup(pgid)
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        kill_group(self.0);
+        groups().retain(|g| *g != self.0);
+    }
+}
+
+fn kill_group(pgid: i32) {
+    #[cfg(unix)]
+    // SAFETY: kill(2) on a process group chatgate created for a child; a group that is gone
+    // already is an ESRCH, ignored.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
 /// On SIGINT or SIGTERM (and SIGHUP), remove the temporary files being written and exit with
 /// 128 + the signal's number, as a shell reports a killed command. For the commands that run to
 /// completion; `serve` and `proxy` shut down gracefully on their own.
@@ -95,6 +129,9 @@ pub fn clean_up_on_signals() {
                 let pending = pending();
                 for p in pending.iter() {
                     let _ = std::fs::remove_file(p);
+                }
+                for g in groups().iter() {
+                    kill_group(*g);
                 }
                 std::process::exit(128 + sig);
             }

@@ -28,6 +28,24 @@ pub fn register(secret: &str) {
     }
 }
 
+/// Remember the credentials of a URL (`http://user:pass@host/…`): the password, and the whole
+/// user-info part.
+pub fn register_url_credentials(url: &str) {
+    let userinfo = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split('/').next())
+        .and_then(|host| host.rsplit_once('@'))
+        .map(|(u, _)| u.to_string());
+    if let Some(userinfo) = userinfo {
+        register(
+            userinfo
+                .split_once(':')
+                .map_or(userinfo.as_str(), |(_, p)| p),
+        );
+        register(&userinfo);
+    }
+}
+
 /// The text with every registered secret replaced by `<redacted>`.
 pub fn redact(text: &str) -> Cow<'_, str> {
     let Ok(all) = SECRETS.read() else {

@@ -33,6 +33,8 @@ if [ ! -f "$node_dir/installed" ]; then
   (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error >&2)
   touch "$node_dir/installed"
 fi
+# A real folder there (an `npm install` run by hand) would take the link inside it.
+[ -e "$clients/node_modules" ] && [ ! -L "$clients/node_modules" ] && rm -rf "$clients/node_modules"
 ln -sfn "$node_dir/node_modules" "$clients/node_modules"
 
 echo "$venv/bin/python"

@@ -47,6 +47,14 @@ pub async fn check(suite: &Suite, upstream: &str) -> Vec<Finding> {
         timeout: Duration::from_secs(c.command_timeout_s.unwrap_or(60)),
         compare_output: true,
         record_dir: None,
+        focus: must.clone(),
+        // The target's key, when the suite names one: the client must get past its auth.
+        api_key: suite
+            .file
+            .target
+            .as_ref()
+            .and_then(|t| t.api_key_env.as_deref())
+            .and_then(|var| std::env::var(var).ok()),
         // The suite's folder ("" for a suite named without one: the current folder).
         cwd: suite
             .path
@@ -81,6 +89,9 @@ pub fn judge(report: &ProbeReport, must: &[Variant]) -> Vec<Finding> {
         let required = culprit.iter().all(|n| must.iter().any(|v| v.name() == *n));
         out.push(broken(all, culprit, required, &command));
     }
+    if let Some(note) = &report.output_note {
+        out = out.into_iter().map(|f| f.with("output", note)).collect();
+    }
     if out.is_empty() {
         out.push(
             Finding::pass(
@@ -91,7 +102,14 @@ pub fn judge(report: &ProbeReport, must: &[Variant]) -> Vec<Finding> {
                     report.runs.len() + report.combined.iter().count()
                 ),
             )
-            .with("command", command),
+            .with("command", command)
+            .with(
+                "output",
+                report
+                    .output_note
+                    .as_deref()
+                    .unwrap_or("compared with the plain run's"),
+            ),
         );
     }
     out
@@ -132,4 +150,73 @@ fn broken(run: &ClientRun, names: &[&str], required: bool, command: &str) -> Fin
         "the deployment need not survive it ([client] sse_variants); listed so a gateway added later does not surprise you"
     };
     f.with("hint", hint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(label: &str, variants: Vec<&'static str>, exit: i32) -> ClientRun {
+        ClientRun {
+            label: label.into(),
+            variants,
+            exit: Some(exit),
+            timed_out: false,
+            output_differs: false,
+            stderr_tail: if exit == 0 {
+                vec![]
+            } else {
+                vec!["FAILED stream: JSONDecodeError: Expecting value".into()]
+            },
+            stdout: String::new(),
+            exchanges: 3,
+            streamed: 2,
+            recording: None,
+            elapsed_ms: 900,
+        }
+    }
+
+    fn report(culprit: Option<Vec<&'static str>>) -> ProbeReport {
+        ProbeReport {
+            command: vec!["python".into(), "app.py".into()],
+            output_compared: true,
+            output_note: None,
+            plain: run("plain", vec![], 0),
+            runs: vec![
+                run("retry", vec!["retry"], 1),
+                run("ids", vec!["ids"], 0),
+                run("keep-alive", vec!["keep-alive"], 0),
+            ],
+            combined: Some(run("all", vec!["retry", "ids", "keep-alive"], 1)),
+            culprit,
+        }
+    }
+
+    #[test]
+    fn a_break_is_an_error_only_for_what_the_deployment_must_survive() {
+        let fs = judge(
+            &report(Some(vec!["ids", "keep-alive"])),
+            &[Variant::Retry, Variant::Ids],
+        );
+        assert_eq!(fs.len(), 2);
+        assert_eq!(fs[0].severity, Severity::Error);
+        assert!(fs[0].message.contains("`retry`") && fs[0].message.contains("JSONDecodeError"));
+        assert!(fs[0].evidence["retry: reported"].contains("openai/openai-python#2722"));
+        // keep-alive is not listed: the pair is a warning.
+        assert_eq!(fs[1].severity, Severity::Warning);
+        assert!(fs[1].message.contains("`ids + keep-alive`"));
+        let all = judge(&report(Some(vec!["ids", "keep-alive"])), &Variant::all());
+        assert!(all.iter().all(|f| f.severity == Severity::Error));
+    }
+
+    #[test]
+    fn a_client_that_reads_everything_passes() {
+        let mut r = report(None);
+        r.runs[0] = run("retry", vec!["retry"], 0);
+        r.combined = Some(run("all", vec![], 0));
+        let fs = judge(&r, &Variant::all());
+        assert_eq!(fs.len(), 1);
+        assert_eq!(fs[0].severity, Severity::Pass);
+        assert!(fs[0].message.contains("(4 runs)"), "{}", fs[0].message);
+    }
 }

@@ -2,6 +2,7 @@
 //! (checkpoint → tokenizer → chat template → generation config).
 pub mod checkpoint;
 pub mod client;
+pub mod client_fields;
 pub mod client_sse;
 pub mod dates;
 pub mod framing;

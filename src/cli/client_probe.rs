@@ -26,8 +26,9 @@ The client finds the proxy in the variables the common SDKs read: OPENAI_BASE_UR
 run's name. OPENAI_API_KEY is passed through, or set to a placeholder when unset. The command must stream \
 at least once (stream=True) and exit 0 on the plain stream.\n\n\
 A run breaks the client when it exits non-zero, outlives --timeout, or prints something else than on the \
-plain stream (a reader that silently drops or mangles a chunk; --ignore-output turns that off for a client \
-whose output is not deterministic). When all at once break the client, the variants that pass alone are \
+plain stream (a reader that silently drops or mangles a chunk). The plain run goes twice: when the two \
+outputs differ (a client that prints response ids, times or sampled text), only exit status and time are \
+judged, and the report says so; --ignore-output turns the comparison off. When all at once break the client, the variants that pass alone are \
 tried together, and when they break it too, the smallest combination of them that still does is found by \
 delta debugging and named (an `id:` field and a later blank line, say).\n\n\
 Exit 0: no variant breaks the client; 1: some do; 2: the command fails on the plain stream, never \
@@ -61,6 +62,7 @@ pub struct ClientProbeArgs {
 }
 
 pub fn run(a: ClientProbeArgs) -> Result<i32> {
+    crate::secrets::register_url_credentials(&a.upstream);
     let opts = ProbeOptions {
         upstream: a.upstream,
         command: a.command,
@@ -70,6 +72,8 @@ pub fn run(a: ClientProbeArgs) -> Result<i32> {
         compare_output: !a.ignore_output,
         record_dir: a.record_dir,
         cwd: None,
+        focus: Vec::new(),
+        api_key: None,
     };
     let report = super::runtime()?.block_on(probe::probe(&opts))?;
     match a.format {
@@ -92,6 +96,9 @@ pub fn text(r: &ProbeReport) -> String {
     );
     for run in r.runs.iter().chain(r.combined.as_ref()) {
         out.push_str(&format!("  {:<26} {}\n", run.label, run_line(run)));
+    }
+    if let Some(note) = &r.output_note {
+        out.push_str(&format!("\nnote: {note}\n"));
     }
     if let Some(c) = &r.culprit {
         out.push_str(&format!(

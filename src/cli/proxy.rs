@@ -61,7 +61,8 @@ pub struct ProxyArgs {
     #[arg(long, value_name = "VARIANTS", num_args = 0..=1, default_missing_value = "all",
           value_parser = VariantsParser)]
     pub hostile_sse: Option<VariantList>,
-    /// With --hostile-sse: every read this many bytes, whatever the variants say.
+    /// With --hostile-sse: reads of at most this many bytes, in place of `bytes-1` and
+    /// `odd-reads` (`utf8-split` and `crlf-split` still cut inside characters and CRLF pairs).
     #[arg(long, value_name = "N", requires = "hostile_sse",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub chunk_bytes: Option<u32>,
@@ -110,20 +111,7 @@ impl clap::builder::TypedValueParser for VariantsParser {
 
 pub fn run(a: ProxyArgs) -> Result<i32> {
     // Credentials in the upstream URL are redacted from every output and the recording.
-    if let Some(userinfo) = a
-        .upstream
-        .split_once("://")
-        .and_then(|(_, rest)| rest.split('/').next())
-        .and_then(|host| host.rsplit_once('@'))
-        .map(|(u, _)| u.to_string())
-    {
-        crate::secrets::register(
-            userinfo
-                .split_once(':')
-                .map_or(userinfo.as_str(), |(_, p)| p),
-        );
-        crate::secrets::register(&userinfo);
-    }
+    crate::secrets::register_url_credentials(&a.upstream);
     let opts = ProxyOptions {
         upstream: a.upstream,
         record: a.record,

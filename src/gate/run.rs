@@ -531,6 +531,12 @@ pub(super) async fn online(
         local_now,
     };
     let mut result = online.run(&probes).await?;
+    // What the recorded client sends, against what the server was just seen to do with it.
+    if let Some(path) = &ctx.suite.client_recording {
+        let sent = chain::client_fields::sent(&crate::proxy::read_recording(path)?);
+        let judged = chain::client_fields::judge(&sent, &result.findings);
+        result.findings.extend(judged);
+    }
     // The client boundary last: the suite's own client through each SSE variant.
     if ctx
         .suite

@@ -458,14 +458,20 @@ impl HostileSse {
     }
 }
 
-/// A cut inside every multi-byte UTF-8 character of `bytes` that no cut in `existing` splits.
+/// A cut inside every multi-byte UTF-8 character of `bytes` that no cut in `existing` splits
+/// (a binary search per character: a large event read a byte at a time has a cut per byte).
 fn utf8_cuts(bytes: &[u8], existing: &[usize]) -> Vec<usize> {
+    let mut sorted = existing.to_vec();
+    sorted.sort_unstable();
     let mut cuts = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
         let len = utf8_len(bytes[i]);
-        if len > 1 && i + len <= bytes.len() && !existing.iter().any(|&c| c > i && c < i + len) {
-            cuts.push(i + 1);
+        if len > 1 && i + len <= bytes.len() {
+            let next = sorted.partition_point(|&c| c <= i);
+            if sorted.get(next).is_none_or(|&c| c >= i + len) {
+                cuts.push(i + 1);
+            }
         }
         i += len.max(1);
     }

@@ -4,10 +4,13 @@
 //!
 //! A run breaks the client when the command exits non-zero, outlives its timeout, or prints
 //! something else than it printed on the plain stream (a client that silently drops or mangles
-//! a chunk is as broken as one that crashes; the server is greedy and the proxy changes no
-//! payload, so the output is the same unless the reader is wrong). When all at once break the
-//! client, the variants that pass alone are tried together, and if they break it too, the
-//! smallest combination of them that still does is found by delta debugging and named.
+//! a chunk is as broken as one that crashes; the proxy changes no payload, so a client that
+//! prints the same on two plain runs prints it again unless its reader is wrong; one whose own
+//! output varies is judged by its exit status only). When all at once break the client, the
+//! variants that pass alone are tried together, and if they break it too, a minimal
+//! combination of them that still does (dropping any one makes it pass) is found by delta
+//! debugging and named.
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -39,6 +42,12 @@ pub struct ProbeOptions {
     pub record_dir: Option<PathBuf>,
     /// Run the command from this folder (a relative program path too); else the current one.
     pub cwd: Option<PathBuf>,
+    /// The variants a break on matters most (the suite's `sse_variants`): a combination is
+    /// looked for among them first.
+    pub focus: Vec<Variant>,
+    /// The API key the client gets as OPENAI_API_KEY (the target's), instead of the
+    /// environment's.
+    pub api_key: Option<String>,
 }
 
 /// How much of a client's stdout and stderr is kept.
@@ -102,6 +111,11 @@ impl ClientRun {
 #[derive(Debug, Clone, Serialize)]
 pub struct ProbeReport {
     pub command: Vec<String>,
+    /// Whether a run that printed something else than the plain run broke the client (off
+    /// with --ignore-output, or when two plain runs already differ).
+    pub output_compared: bool,
+    /// Why output was not compared, when it was asked for.
+    pub output_note: Option<String>,
     pub plain: ClientRun,
     /// Each variant alone.
     pub runs: Vec<ClientRun>,
@@ -130,34 +144,57 @@ pub async fn probe(opts: &ProbeOptions) -> Result<ProbeReport> {
         return Err(Error::input("no client command given")
             .hint("e.g. chatgate client-probe --upstream URL -- python app.py"));
     }
+    // The key the client sends never shows in what the probe prints.
+    if let Ok(key) = std::env::var("OPENAI_API_KEY") {
+        crate::secrets::register(&key);
+    }
+    if let Some(key) = &opts.api_key {
+        crate::secrets::register(key);
+    }
+    let mut opts = opts.clone();
+    opts.upstream = server_root(&opts.upstream);
     let tmp = tempfile::tempdir()
         .map_err(|e| Error::input(format!("cannot make a temporary folder: {e}")))?;
-    let dir = opts.record_dir.as_deref().unwrap_or(tmp.path());
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::in_file(dir, format!("cannot create the folder: {e}")))?;
+    let dir = opts.record_dir.clone().unwrap_or(tmp.path().to_path_buf());
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::in_file(&dir, format!("cannot create the folder: {e}")))?;
+    // The search's runs are recorded apart, so they never replace a kept recording.
+    let search_dir = tmp.path().join("search");
+    std::fs::create_dir_all(&search_dir)
+        .map_err(|e| Error::in_file(&search_dir, format!("cannot create the folder: {e}")))?;
     let keep = opts.record_dir.is_some();
 
-    let plain = run_once(opts, None, dir, keep).await?;
-    check_plain(opts, &plain, dir)?;
+    let plain = run_once(&opts, None, &dir, keep).await?;
+    check_plain(&opts, &plain, &dir)?;
+    // Output is compared only when it is stable: a client that prints response ids, times or
+    // sampled text prints something else on every run, whatever the framing.
+    let mut output_note = None;
+    if opts.compare_output {
+        let again = run_once(&opts, None, &search_dir, false).await?;
+        if again.broke() || again.stdout != plain.stdout {
+            output_note = Some(format!(
+                "a second plain run {}: only exit status and time are judged",
+                if again.broke() {
+                    format!("broke the client too ({})", again.why())
+                } else {
+                    "printed something else than the first (the output is not deterministic)"
+                        .to_string()
+                }
+            ));
+            opts.compare_output = false;
+        }
+    }
     let mut runs = Vec::new();
     for v in &opts.variants {
-        runs.push(compare(
-            run_once(opts, Some(&[*v]), dir, keep).await?,
-            &plain,
-            opts,
-        ));
+        let run = run_once(&opts, Some(&[*v]), &dir, keep).await?;
+        runs.push(compare(run, &plain, &opts));
     }
     let mut combined = None;
     let mut culprit = None;
     if opts.combined && opts.variants.len() > 1 {
-        let all = compare(
-            run_once(opts, Some(&opts.variants), dir, keep).await?,
-            &plain,
-            opts,
-        );
+        let all = run_once(&opts, Some(&opts.variants), &dir, keep).await?;
+        let all = compare(all, &plain, &opts);
         if all.broke() {
-            // Variants that each pass alone may still break the client together (an `id:`
-            // and a later blank line): name the smallest such combination.
             let passing: Vec<Variant> = opts
                 .variants
                 .iter()
@@ -165,22 +202,95 @@ pub async fn probe(opts: &ProbeOptions) -> Result<ProbeReport> {
                 .filter(|(_, r)| !r.broke())
                 .map(|(v, _)| *v)
                 .collect();
-            let together = passing.len() > 1
-                && (passing.len() == opts.variants.len()
-                    || breaks(opts, &passing, &plain, dir).await?);
-            if together {
-                culprit = Some(minimize(opts, passing, &plain, dir).await?);
+            let mut search = Search {
+                opts: &opts,
+                plain: &plain,
+                dir: &search_dir,
+                seen: HashMap::new(),
+                runs_left: SEARCH_RUNS,
+            };
+            search.seen.insert(opts.variants.clone(), true);
+            if passing.len() == opts.variants.len() {
+                search.seen.insert(passing.clone(), true);
             }
+            culprit = search.together(&passing).await?;
         }
         combined = Some(all);
     }
     Ok(ProbeReport {
         command: opts.command.clone(),
+        output_compared: opts.compare_output,
+        output_note,
         plain,
         runs,
         combined,
         culprit,
     })
+}
+
+/// The server's root: a base URL given with its `/v1` (as SDKs take it) loses it, since the
+/// client's own paths (`/v1/chat/completions`) are appended to it.
+fn server_root(url: &str) -> String {
+    let trimmed = url.trim_end_matches('/');
+    trimmed.strip_suffix("/v1").unwrap_or(trimmed).to_string()
+}
+
+/// At most this many client runs go into looking for a combination (each one is a whole run
+/// of the client, up to its timeout).
+const SEARCH_RUNS: usize = 40;
+
+/// The search for variants that pass alone but break the client together.
+struct Search<'a> {
+    opts: &'a ProbeOptions,
+    plain: &'a ClientRun,
+    dir: &'a Path,
+    /// What each set already did (a set is tried once).
+    seen: HashMap<Vec<Variant>, bool>,
+    runs_left: usize,
+}
+
+impl Oracle<Variant> for Search<'_> {
+    async fn fails(&mut self, set: Vec<Variant>) -> Result<bool> {
+        self.breaks(set).await
+    }
+}
+
+impl Search<'_> {
+    /// Among the variants that pass alone, the smallest set that breaks the client: first
+    /// among the ones the caller must survive (`focus`: a finding there is an error, so it must
+    /// not be hidden behind one that is only a warning), then among all of them.
+    async fn together(&mut self, passing: &[Variant]) -> Result<Option<Vec<&'static str>>> {
+        let focus: Vec<Variant> = passing
+            .iter()
+            .copied()
+            .filter(|v| self.opts.focus.contains(v))
+            .collect();
+        for set in [focus, passing.to_vec()] {
+            if set.len() < 2 || !self.breaks(set.clone()).await? {
+                continue;
+            }
+            let found = ddmin(set, self).await?;
+            return Ok(Some(found.iter().map(|v| v.name()).collect()));
+        }
+        Ok(None)
+    }
+
+    /// Whether the client breaks on this set (run once per set, within the search's budget;
+    /// past it, a set counts as not breaking, so the search stops narrowing).
+    async fn breaks(&mut self, mut set: Vec<Variant>) -> Result<bool> {
+        set.sort_unstable();
+        if let Some(&b) = self.seen.get(&set) {
+            return Ok(b);
+        }
+        if self.runs_left == 0 {
+            return Ok(false);
+        }
+        self.runs_left -= 1;
+        let run = run_once(self.opts, Some(&set), self.dir, false).await?;
+        let b = compare(run, self.plain, self.opts).broke();
+        self.seen.insert(set, b);
+        Ok(b)
+    }
 }
 
 /// The plain run must pass: a client that fails without hostile framing (or a server it cannot
@@ -208,6 +318,12 @@ fn check_plain(opts: &ProbeOptions, plain: &ClientRun, dir: &Path) -> Result<()>
         ))
         .hint("run it against the server by hand first: OPENAI_BASE_URL=<upstream>/v1 <command>"));
     }
+    if plain.exchanges == 0 {
+        return Err(Error::input(
+            "the client made no request through the probe's proxy: it does not read OPENAI_BASE_URL or OPENAI_API_BASE",
+        )
+        .hint("make the client take its base URL from OPENAI_BASE_URL (the OpenAI SDKs do), or from CHATGATE_PROBE_URL"));
+    }
     if plain.streamed == 0 {
         return Err(Error::input(format!(
             "the client made {} request(s) and none streamed: SSE framing cannot break it",
@@ -232,39 +348,40 @@ fn compare(mut run: ClientRun, plain: &ClientRun, opts: &ProbeOptions) -> Client
     run
 }
 
-/// The smallest subset of `set` (which breaks the client) that still breaks it (ddmin: Zeller
-/// and Hildebrandt's delta debugging; 1-minimal: dropping any one variant makes it pass).
-async fn minimize(
-    opts: &ProbeOptions,
-    mut set: Vec<Variant>,
-    plain: &ClientRun,
-    dir: &Path,
-) -> Result<Vec<&'static str>> {
+/// What delta debugging asks: does this subset still fail?
+trait Oracle<T> {
+    async fn fails(&mut self, set: Vec<T>) -> Result<bool>;
+}
+
+/// A 1-minimal subset of `set` (which fails the oracle) that still fails it: dropping any one
+/// element makes it pass (ddmin, Zeller and Hildebrandt's delta debugging). One minimal set,
+/// not necessarily the smallest of all.
+async fn ddmin<T: Clone>(mut set: Vec<T>, oracle: &mut impl Oracle<T>) -> Result<Vec<T>> {
     let mut n = 2usize;
     while set.len() >= 2 {
-        let chunks: Vec<Vec<Variant>> = set
-            .chunks(set.len().div_ceil(n))
-            .map(<[Variant]>::to_vec)
-            .collect();
+        let size = set.len().div_ceil(n);
+        let chunks: Vec<Vec<T>> = set.chunks(size).map(<[T]>::to_vec).collect();
         let mut reduced = false;
         for (i, chunk) in chunks.iter().enumerate() {
-            if breaks(opts, chunk, plain, dir).await? {
+            if oracle.fails(chunk.clone()).await? {
                 set = chunk.clone();
                 n = 2;
                 reduced = true;
                 break;
             }
-            let rest: Vec<Variant> = chunks
-                .iter()
-                .enumerate()
-                .filter(|(j, _)| *j != i)
-                .flat_map(|(_, c)| c.iter().copied())
-                .collect();
-            if chunks.len() > 2 && breaks(opts, &rest, plain, dir).await? {
-                set = rest;
-                n = (n - 1).max(2);
-                reduced = true;
-                break;
+            if chunks.len() > 2 {
+                let rest: Vec<T> = chunks
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .flat_map(|(_, c)| c.iter().cloned())
+                    .collect();
+                if oracle.fails(rest.clone()).await? {
+                    set = rest;
+                    n = (n - 1).max(2);
+                    reduced = true;
+                    break;
+                }
             }
         }
         if !reduced {
@@ -274,16 +391,7 @@ async fn minimize(
             n = (2 * n).min(set.len());
         }
     }
-    Ok(set.iter().map(|v| v.name()).collect())
-}
-
-async fn breaks(
-    opts: &ProbeOptions,
-    vs: &[Variant],
-    plain: &ClientRun,
-    dir: &Path,
-) -> Result<bool> {
-    Ok(compare(run_once(opts, Some(vs), dir, false).await?, plain, opts).broke())
+    Ok(set)
 }
 
 /// One run of the client through a fresh proxy with these variants (`None`: the plain stream).
@@ -340,13 +448,19 @@ async fn run_client(
 ) -> Result<(Option<i32>, bool, String, String)> {
     let command = &opts.command;
     let mut program = PathBuf::from(&command[0]);
-    let mut cmd = tokio::process::Command::new(&program);
-    if let Some(dir) = &opts.cwd {
+    // The folder made absolute: the child changes into it before the program is looked up.
+    let dir = opts
+        .cwd
+        .as_deref()
+        .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf()));
+    if let Some(dir) = &dir {
         // A relative path with a slash (`./client.sh`) is the folder's, not ours.
         if program.is_relative() && program.components().count() > 1 {
             program = dir.join(program);
-            cmd = tokio::process::Command::new(&program);
         }
+    }
+    let mut cmd = tokio::process::Command::new(&program);
+    if let Some(dir) = &dir {
         cmd.current_dir(dir);
     }
     cmd.args(&command[1..])
@@ -361,12 +475,17 @@ async fn run_client(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    if std::env::var_os("OPENAI_API_KEY").is_none() {
-        cmd.env("OPENAI_API_KEY", PLACEHOLDER_KEY);
+    match &opts.api_key {
+        Some(key) => {
+            cmd.env("OPENAI_API_KEY", key);
+        }
+        None if std::env::var_os("OPENAI_API_KEY").is_none() => {
+            cmd.env("OPENAI_API_KEY", PLACEHOLDER_KEY);
+        }
+        None => {}
     }
     let mut child = cmd.spawn().map_err(|e| {
-        let from = opts
-            .cwd
+        let from = dir
             .as_ref()
             .map(|d| format!(" (run from {})", d.display()))
             .unwrap_or_default();
@@ -376,22 +495,31 @@ async fn run_client(
         ))
         .hint("check that the program exists and is executable (a relative path is taken from the folder it runs in)")
     })?;
+    // The whole group goes when the run ends, however it ends (a timeout, a child the client
+    // left behind holding its output open, chatgate itself interrupted).
+    let group = child
+        .id()
+        .map(|pid| crate::files::ProcessGroup::track(pid as i32));
     let out = tokio::spawn(read_tail(child.stdout.take()));
     let err = tokio::spawn(read_tail(child.stderr.take()));
     let (exit, timed_out) = match tokio::time::timeout(opts.timeout, child.wait()).await {
         Ok(status) => (status.ok().and_then(|s| s.code()), false),
-        Err(_) => {
-            if let Some(pid) = child.id() {
-                // SAFETY: a signal to the process group this function created for the child.
-                unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
-            }
-            let _ = child.wait().await;
-            (None, true)
-        }
+        Err(_) => (None, true),
     };
-    let stdout = out.await.unwrap_or_default();
-    let stderr = err.await.unwrap_or_default();
+    drop(group);
+    let _ = child.wait().await;
+    let stdout = finish_read(out).await;
+    let stderr = finish_read(err).await;
     Ok((exit, timed_out, stdout, stderr))
+}
+
+/// A reader's text, or what it had when the pipe stays open past a grace period (a process
+/// outside the group still holding it).
+async fn finish_read(reader: tokio::task::JoinHandle<String>) -> String {
+    match tokio::time::timeout(Duration::from_secs(5), reader).await {
+        Ok(Ok(text)) => text,
+        _ => String::new(),
+    }
 }
 
 /// Loopback never goes through a proxy the environment names.
@@ -438,6 +566,43 @@ fn last_lines(text: &str, n: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A planted interaction: the set fails exactly when it holds both 3 and 11.
+    struct Planted {
+        runs: usize,
+    }
+
+    impl Oracle<u32> for Planted {
+        async fn fails(&mut self, set: Vec<u32>) -> Result<bool> {
+            self.runs += 1;
+            Ok(set.contains(&3) && set.contains(&11))
+        }
+    }
+
+    #[tokio::test]
+    async fn ddmin_finds_a_planted_pair_and_nothing_more() {
+        let mut o = Planted { runs: 0 };
+        let found = ddmin((0..18).collect(), &mut o).await.unwrap();
+        assert_eq!(found, vec![3, 11]);
+        // Without the probe's memo of sets already run (Search::breaks), a few repeats.
+        assert!(o.runs <= 60, "{} runs", o.runs);
+        // A single culprit comes back alone.
+        struct One;
+        impl Oracle<u32> for One {
+            async fn fails(&mut self, set: Vec<u32>) -> Result<bool> {
+                Ok(set.contains(&7))
+            }
+        }
+        assert_eq!(ddmin((0..18).collect(), &mut One).await.unwrap(), vec![7]);
+    }
+
+    #[test]
+    fn an_sdk_style_base_url_loses_its_v1() {
+        assert_eq!(server_root("http://h:8000/v1"), "http://h:8000");
+        assert_eq!(server_root("http://h:8000/v1/"), "http://h:8000");
+        assert_eq!(server_root("http://h:8000/"), "http://h:8000");
+        assert_eq!(server_root("http://h:8000/api"), "http://h:8000/api");
+    }
 
     #[test]
     fn the_last_lines_skip_blanks_and_are_bounded() {

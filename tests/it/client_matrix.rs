@@ -162,7 +162,7 @@ fn cell(run: &Value) -> String {
 }
 
 /// The table: a row per variant (what it does, each client's cell), the `all` row, and the
-/// smallest set of variants that pass alone but break a client together.
+/// a minimal set of variants that pass alone but break a client together.
 fn table(columns: &[String], reports: &[Value]) -> String {
     let mut out = format!(
         "| variant | what the stream does | {} |\n|---|---|{}\n",
@@ -206,7 +206,7 @@ fn table(columns: &[String], reports: &[Value]) -> String {
         })
         .collect();
     out.push_str(&format!(
-        "| **together** | the smallest set of variants that each pass alone but break the client together | {} |\n",
+        "| **together** | a minimal set of variants that each pass alone but break the client together (dropping any one makes it pass) | {} |\n",
         culprits.join(" | ")
     ));
     out
@@ -282,32 +282,42 @@ fn real_clients_through_every_sse_variant() {
 }
 
 /// `[client] command` in a suite: the gate runs the suite's own client (here the OpenAI Python
-/// SDK) through every variant against its target, and fails at the client boundary — only
-/// there — for the variant the deployment must survive (`retry`, which the SDK cannot read),
-/// while the combination it need not survive is a warning.
+/// SDK) through every variant against its target, and fails at the client boundary for the
+/// variant the deployment must survive (`retry`, which the SDK cannot read) and for the pair it
+/// must survive that breaks the SDK together (`ids` + `blank-lines`). And `[client] recording`, made of LangChain's
+/// real requests (it sends `max_completion_tokens`), against a server that ignores that field
+/// (`chatgate serve --fault max-completion-tokens-ignored`, as llama-cpp-python does): the server
+/// check alone can only warn (the suite does not say the client relies on it), the recording
+/// proves the client does, and `client.fields-honoured` says so.
 #[test]
-fn the_gate_fails_at_the_client_boundary_on_a_variant_its_client_must_survive() {
+fn the_gate_fails_at_the_client_boundary_for_what_its_client_relies_on() {
     let Some(clients) = clients() else { return };
     let model = standin();
-    let server = Serve::start(&model, &[]);
+    let server = Serve::start(&model, &["max-completion-tokens-ignored"]);
     let dir = tempfile::tempdir().expect("tempdir");
     crate::reasoning_split::init(dir.path(), &model, &server.url, None);
+    record_langchain(&server.url, &clients[2], &dir.path().join("client.jsonl"));
     let suite = dir.path().join("suite.toml");
     let command = serde_json::to_string(&clients[0].command).unwrap();
     let text = std::fs::read_to_string(&suite).expect("suite.toml");
     std::fs::write(
         &suite,
-        format!("{text}command = {command}\nsse_variants = [\"retry\"]\n"),
+        format!(
+            "{text}recording = \"client.jsonl\"\ncommand = {command}\nsse_variants = [\"retry\", \"ids\", \"blank-lines\"]\n"
+        ),
     )
     .expect("suite.toml");
     let (code, report) = crate::reasoning_split::gate(dir.path(), &server.url, true);
     assert_eq!(code, 1, "{report:#}");
-    let sse: Vec<&Value> = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["check"] == "client.sse")
-        .collect();
+    let of = |check: &str| -> Vec<&Value> {
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["check"] == check)
+            .collect()
+    };
+    let sse = of("client.sse");
     let retry = sse
         .iter()
         .find(|f| f["severity"] == "error")
@@ -322,18 +332,72 @@ fn the_gate_fails_at_the_client_boundary_on_a_variant_its_client_must_survive() 
         .unwrap()
         .contains("openai/openai-python#2722"));
     assert_eq!(retry["boundary"], "client");
+    // `ids` and `blank-lines` each pass alone; together they break the SDK (every blank line
+    // after an `id:` dispatches an empty event). Both must be survived: the pair is looked for
+    // among them first, so it is an error, not hidden behind a pair that is only a warning.
     let together = sse
         .iter()
-        .find(|f| {
-            f["message"].as_str().unwrap().contains("`ids + ")
-                || f["message"].as_str().unwrap().contains(" + ids`")
-        })
-        .expect("the combination with ids, a warning");
-    assert_eq!(together["severity"], "warning", "{together}");
+        .find(|f| f["message"].as_str().unwrap().contains(" + "))
+        .expect("the combination of variants that pass alone");
+    assert!(
+        together["message"]
+            .as_str()
+            .unwrap()
+            .contains("`ids + blank-lines`"),
+        "{together}"
+    );
+    assert_eq!(together["severity"], "error", "{together}");
+    // The server boundary sees the field ignored, and can only warn ...
+    let server_check = of("server.max-completion-tokens");
+    assert_eq!(
+        server_check[0]["severity"], "warning",
+        "{:#}",
+        server_check[0]
+    );
+    // ... the recording shows the client sends it: an error at the client boundary.
+    let fields = of("client.fields-honoured");
+    let ignored = fields
+        .iter()
+        .find(|f| f["severity"] == "error")
+        .unwrap_or_else(|| panic!("{fields:#?}"));
+    assert!(
+        ignored["message"]
+            .as_str()
+            .unwrap()
+            .contains("sends `max_completion_tokens` (3 of 3 chat requests)"),
+        "{ignored}"
+    );
     // Nothing else broke: the client is the first (and only) broken boundary.
     for f in report["findings"].as_array().unwrap() {
         if f["severity"] == "error" {
-            assert_eq!(f["check"], "client.sse", "{f}");
+            assert_eq!(f["boundary"], "client", "{f}");
         }
     }
+}
+
+/// One run of the LangChain client through `chatgate proxy --record`: its real requests.
+fn record_langchain(url: &str, client: &Client, to: &Path) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let proxy = rt
+        .block_on(chatgate::proxy::start(
+            &chatgate::proxy::ProxyOptions {
+                upstream: url.to_string(),
+                record: Some(to.to_path_buf()),
+                hostile: None,
+            },
+            "127.0.0.1:0",
+        ))
+        .expect("the proxy starts");
+    let out = Command::new(&client.command[0])
+        .args(&client.command[1..])
+        .env("OPENAI_BASE_URL", format!("{}/v1", proxy.url()))
+        .env("OPENAI_API_KEY", "unused")
+        .output()
+        .expect("the LangChain client runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    rt.block_on(proxy.stop()).expect("the proxy stops");
 }

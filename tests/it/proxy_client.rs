@@ -822,6 +822,56 @@ async fn client_probe_names_the_variants_a_naive_reader_cannot_read() {
     server.stop().await.unwrap();
 }
 
+/// A client whose output changes from run to run (it prints a random number, as clients that
+/// print response ids or times do) is judged by its exit status only, and the report says so:
+/// no variant is blamed for text the client itself varies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_probe_judges_an_unstable_client_by_its_exit_status() {
+    let server = start_server().await;
+    let client = format!("{NAIVE_CLIENT}\nimport random\nprint(random.random())\n");
+    let (code, text, err) = client_probe(&[
+        "--upstream",
+        &server.url(),
+        "--variants",
+        "ids,keep-alive,no-space",
+        "--",
+        "python3",
+        "-c",
+        &client,
+    ])
+    .await;
+    assert_eq!(code, Some(0), "{text}{err}");
+    assert!(
+        text.contains("note: a second plain run printed something else"),
+        "{text}"
+    );
+    assert!(text.contains("the client read every variant"), "{text}");
+    server.stop().await.unwrap();
+}
+
+/// A client that leaves a process behind holding its output open does not hang the probe:
+/// the client's whole process group goes when its run ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_probe_does_not_wait_for_what_a_client_leaves_behind() {
+    let server = start_server().await;
+    let client = format!("import subprocess\nsubprocess.Popen(['sleep', '120'])\n{NAIVE_CLIENT}");
+    let t = std::time::Instant::now();
+    let (code, text, err) = client_probe(&[
+        "--upstream",
+        &server.url(),
+        "--variants",
+        "ids",
+        "--",
+        "python3",
+        "-c",
+        &client,
+    ])
+    .await;
+    assert_eq!(code, Some(0), "{text}{err}");
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+    server.stop().await.unwrap();
+}
+
 /// What the probe cannot attribute to a variant is bad input (exit 2) or an unreachable
 /// server (exit 3), each said plainly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -843,8 +893,17 @@ async fn client_probe_refuses_what_it_cannot_judge() {
         err.contains("fails on the plain stream") && err.contains("exit 4") && err.contains("boom"),
         "{err}"
     );
-    // A client that never streams.
+    // A client that never calls the proxy (it does not read OPENAI_BASE_URL).
     let (code, _, err) = client_probe(&["--upstream", &url, "--", "true"]).await;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("made no request") && err.contains("OPENAI_BASE_URL"),
+        "{err}"
+    );
+    // A client that never streams.
+    let plain_only = NAIVE_CLIENT.replace("\"stream\": True", "\"stream\": False");
+    let (code, _, err) =
+        client_probe(&["--upstream", &url, "--", "python3", "-c", &plain_only]).await;
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("none streamed"), "{err}");
     // A command that does not exist.
