@@ -359,6 +359,11 @@ pub struct Suite {
 }
 
 impl Suite {
+    /// `[client] command`: the suite's own client, run through the SSE variants.
+    pub fn client_command(&self) -> Option<&[String]> {
+        self.file.client.as_ref()?.command.as_deref()
+    }
+
     /// Whether the client relies on `feature` (one of [`CLIENT_FEATURES`]): the checks of it
     /// are then errors, else warnings.
     pub fn client_relies_on(&self, feature: &str) -> bool {

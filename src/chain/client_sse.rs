@@ -31,17 +31,14 @@ pub fn must_survive(suite: &Suite) -> Result<Vec<Variant>> {
 
 /// Run the probe when the suite names a client command; nothing otherwise.
 pub async fn check(suite: &Suite, upstream: &str) -> Vec<Finding> {
-    let Some(c) = &suite.file.client else {
-        return Vec::new();
-    };
-    let Some(command) = &c.command else {
+    let (Some(c), Some(command)) = (&suite.file.client, suite.client_command()) else {
         return Vec::new();
     };
     // Checked when the gate started (`must_survive`).
     let must = must_survive(suite).unwrap_or_else(|_| Variant::all());
     let opts = ProbeOptions {
         upstream: upstream.to_string(),
-        command: command.clone(),
+        command: command.to_vec(),
         variants: Variant::all(),
         combined: true,
         timeout: Duration::from_secs(c.command_timeout_s.unwrap_or(60)),

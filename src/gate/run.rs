@@ -494,13 +494,7 @@ pub(super) async fn online(
             Severity::Info,
             "the target runs in-process (candle): the server boundary is not exercised; point --target at a server to check it",
         )];
-        if ctx
-            .suite
-            .file
-            .client
-            .as_ref()
-            .is_some_and(|c| c.command.is_some())
-        {
+        if ctx.suite.client_command().is_some() {
             findings.push(Finding::new(
                 Boundary::Client,
                 "client.sse",
@@ -538,13 +532,7 @@ pub(super) async fn online(
         result.findings.extend(judged);
     }
     // The client boundary last: the suite's own client through each SSE variant.
-    if ctx
-        .suite
-        .file
-        .client
-        .as_ref()
-        .is_some_and(|c| c.command.is_some())
-    {
+    if ctx.suite.client_command().is_some() {
         progress.stage("client: SSE variants", 0);
         result
             .findings

@@ -17,7 +17,6 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::families::Family;
 use crate::common::skip::skip;
 use crate::reasoning_split::Serve;
 
@@ -225,15 +224,7 @@ fn readme_block() -> (String, std::ops::Range<usize>) {
 
 /// The Qwen3 stand-in that always calls `get_weather` for Zürich (built once, cached).
 fn standin() -> PathBuf {
-    let family = Family {
-        template: Some("Qwen-Qwen3.jinja"),
-        arch: Some("qwen3"),
-        ..Family::corpus(
-            "Qwen3: the Qwen2.5 tokenizer, Qwen3's template",
-            "Qwen2.5-0.5B-Instruct",
-        )
-    };
-    family.scripted(CALL).0
+    crate::tool_calls::qwen3().scripted(CALL).0
 }
 
 #[test]

@@ -931,3 +931,64 @@ async fn client_probe_refuses_what_it_cannot_judge() {
         "{err}"
     );
 }
+
+/// `chatgate proxy --hostile-sse ids,keep-alive` applies exactly the named variants (and says
+/// so); a bare `--hostile-sse` applies all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_applies_the_named_variants_only() {
+    use tokio::io::AsyncBufReadExt;
+    let server = start_server().await;
+    for (flag, banner) in [
+        (
+            vec!["--hostile-sse", "ids,keep-alive"],
+            "hostile SSE: keep-alive + ids",
+        ),
+        (vec!["--hostile-sse"], "hostile SSE: all variants"),
+    ] {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_chatgate"))
+            .args([
+                "proxy",
+                "--upstream",
+                &server.url(),
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(&flag)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the binary starts");
+        let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = out.next_line().await.unwrap().expect("a stdout line");
+        let url = line
+            .strip_prefix("listening on ")
+            .expect("the URL")
+            .to_string();
+        let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let said = err.next_line().await.unwrap().expect("a stderr line");
+        assert!(said.contains(banner), "{said}");
+        let (_, reads) = stream_reads(&format!("{url}/v1/chat/completions"), &chat(true)).await;
+        let text = String::from_utf8(reads.concat()).unwrap();
+        if flag.len() == 2 {
+            assert!(
+                text.contains("\n\n: keep-alive\n\nid: 1\ndata: {"),
+                "{text:?}"
+            );
+            assert!(!text.contains('\r') && !text.contains("data:{"), "{text:?}");
+            assert!(
+                !text.starts_with('\u{feff}') && !text.contains("retry:"),
+                "{text:?}"
+            );
+        } else {
+            assert!(
+                text.starts_with('\u{feff}') && text.contains("retry: 3000"),
+                "{text:?}"
+            );
+            assert!(text.contains('\r') && text.contains("data:{"), "{text:?}");
+        }
+        assert!(!text_of(&reassemble(&reads.concat())).is_empty());
+        child.kill().await.unwrap();
+    }
+    server.stop().await.unwrap();
+}

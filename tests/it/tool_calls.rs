@@ -26,15 +26,20 @@ pub(crate) const CALL: &str =
 
 /// The Qwen3 stand-in that always calls `get_weather` (built once, cached).
 pub(crate) fn standin() -> PathBuf {
-    let family = Family {
+    qwen3().scripted(CALL).0
+}
+
+/// Qwen3 as a stand-in builds it: the Qwen2.5 tokenizer (whose `<tool_call>` is an added token,
+/// as in Qwen3), Qwen3's template, the qwen3 architecture.
+pub(crate) fn qwen3() -> Family {
+    Family {
         template: Some("Qwen-Qwen3.jinja"),
         arch: Some("qwen3"),
         ..Family::corpus(
             "Qwen3: the Qwen2.5 tokenizer, Qwen3's template",
             "Qwen2.5-0.5B-Instruct",
         )
-    };
-    family.scripted(CALL).0
+    }
 }
 
 /// What the suites here say their client relies on: everything the server's parsers and
