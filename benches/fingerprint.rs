@@ -13,7 +13,7 @@
 //! Q8_0 GGUF of the same weights (converted by chatgate's own HF→GGUF writer, then quantized
 //! with llama.cpp's Q8_0 block layout). Load time, resident memory after loading and the memory
 //! estimate the gate refuses by are printed beside criterion's figures. A recorded reference
-//! (`lock --fingerprint`) loads nothing: its cost is the gate's JSON read (README).
+//! (`lock --fingerprint`) loads nothing: its cost is the gate's JSON read (docs/benchmarks.md).
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -51,8 +51,12 @@ pub mod latency;
 // Renderers, drivers and the face.
 /// Terminal, JSON, JUnit, Markdown and HTML reports.
 pub mod report;
+/// Results over time: one record per run appended to a history, and its trend (text, JSON, HTML).
+pub mod history;
 /// `chatgate init`: a working suite for a model.
 pub mod init;
+/// `chatgate example`: the smoke suite and its tiny model, carried in the binary.
+pub mod example;
 /// `chatgate gate`: the stages, sharding and merge.
 pub mod gate;
 /// One file per subcommand.

@@ -1,5 +1,3 @@
-use clap::Parser;
-
 /// The SFT pass allocates and frees small vectors and strings for every row on every core
 /// (tokenizer encodings, rendered prompts): glibc's malloc spent a third of its time there.
 #[global_allocator]
@@ -17,6 +15,6 @@ fn main() {
     // involved and the allocator reads options on every purge.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
     chatgate::template::quiet_caught_panics();
-    let cli = chatgate::cli::Cli::parse();
+    let cli = chatgate::cli::docs::parse();
     std::process::exit(chatgate::cli::run(cli));
 }

@@ -39,7 +39,7 @@ pub struct SuiteFile {
 }
 
 /// Where the gate sends requests.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TargetSection {
     /// `candle:DIR` (in-process) or the base URL of an OpenAI-compatible server
@@ -89,7 +89,7 @@ pub struct ReferenceSection {
     /// Largest 95th percentile of |server logprob − reference logprob| over the compared positions
     /// (the chosen token and the top-k alternatives both report) still counted as the same
     /// checkpoint (default: the reference kind's — 0.3 nats for float weights, 1.0 for Q8_0, more
-    /// below; README "The checkpoint's reference at real sizes").
+    /// below; docs/checkpoint-at-scale.md).
     pub logprob_tolerance: Option<f32>,
     /// Largest mean of the same gaps (default: the reference kind's — 0.1 nats for float
     /// weights, 0.5 for Q8_0, more below).

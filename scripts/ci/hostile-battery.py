@@ -3,8 +3,8 @@
 scripts/ci/hostile-server.py, each asserting
 
   - exit code 1 or 3 (never 0, 2, a panic's 101 or a signal),
-  - wall time under the README's bound for the suite's timeouts,
-  - peak RSS under the README's bound,
+  - wall time under the bound docs/commands/gate.md states for the suite's timeouts,
+  - peak RSS under the bound it states,
   - no file over the size bound and no `.chatgate-*.tmp` left in the suite's folder,
   - the canary API key in no output, report, snapshot or file.
 
@@ -26,10 +26,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MODES = ["endless", "giant-line", "giant-json", "no-headers", "stall", "stall-all", "slow-loris",
          "429", "503", "bad-utf8", "reset", "echo-key"]
 CANARY = "sk-canary-7f3e9d2c41b8a6e5"
-# The suite's timeouts (seconds) and concurrency, and the bounds the README states.
+# The suite's timeouts (seconds) and concurrency, and the bounds docs/commands/gate.md states.
 CONNECT, READ, TOTAL = 1, 2, 4
 CONCURRENCY = 2
-# README: after the introspection (one total timeout), about (3 + concurrency) × total; the
+# docs/commands/gate.md: after the introspection (one total timeout), about (3 + concurrency) × total; the
 # offline chain, the candle reference and process start come on top (a few seconds).
 TIME_BOUND_S = (1 + 3 + CONCURRENCY) * TOTAL + 20
 RSS_BOUND_MB = 320

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A hostile OpenAI-shaped server: `GET /v1/models` answers normally (so a client gets as far as
 generation), every POST misbehaves the way MODE says. Used by scripts/ci/hostile-battery.py (CI) and
-for the README's memory figures:
+for the memory figures in docs/commands/gate.md:
 
     python3 scripts/ci/hostile-server.py PORT [MODE]      # MODE defaults to endless
     /usr/bin/time -v chatgate gate suites/smoke.toml --target http://127.0.0.1:PORT --format json

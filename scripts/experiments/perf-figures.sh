@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduce the README's performance table (besides the criterion benches):
+# Reproduce the gate and client figures of docs/benchmarks.md (besides the criterion benches):
 #   1. gate wall time for suites/smoke.toml (the main job, in-process), 5 runs;
 #   2. TTFT measured by chatgate vs a plain Python client (httpx) against the same
 #      llama-cpp-python server in the same run, interleaved, 3 rounds;

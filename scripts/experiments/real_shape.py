@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Random weights at a real model's exact shape, with its real tokenizer files: what the
-fingerprint's cost is measured on (README: The checkpoint's reference at real sizes). Not
+fingerprint's cost is measured on (docs/checkpoint-at-scale.md). Not
 committed (GBs); regenerate:
 
   ~/.cache/chatgate/venv-transformers-serve/bin/python scripts/experiments/real_shape.py \

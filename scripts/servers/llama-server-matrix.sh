@@ -3,7 +3,7 @@
 # Builds llama-server once (scripts/servers/llama-server.sh's build, cached outside the clone, ~12
 # minutes on 2 cores) unless CHATGATE_LLAMA_SERVER names a binary, then runs the stand-ins of
 # every family through init --stack llama.cpp, gate --update and three gates on it, and the
-# faults on the fault rows. The README block <!-- family-llama-server --> must equal the run;
+# faults on the fault rows. The block <!-- family-llama-server --> of docs/matrices/family.md must equal the run;
 #   CHATGATE_BLESS=1 scripts/servers/llama-server-matrix.sh     rewrites it (review the diff first).
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -37,7 +37,7 @@ pub fn check(ctx: &Context, reencode: &ReencodeTally) -> Result<Vec<Finding>> {
 /// Which serving stack's feed the chain predicts, and which tokenizer that stack runs.
 fn stack(ctx: &Context) -> Finding {
     let why = match &ctx.stack_origin {
-        super::StackOrigin::Suite => "[target] stack".to_string(),
+        super::StackOrigin::Suite => "[target] stack, or gate --stack".to_string(),
         super::StackOrigin::Detected(e) => {
             format!("detected: {e}; set [target] stack to choose")
         }

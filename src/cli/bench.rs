@@ -84,6 +84,8 @@ pub struct BenchArgs {
     pub update: bool,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
+    #[command(flatten)]
+    pub history: super::history::HistoryFlags,
 }
 
 pub fn run(a: BenchArgs) -> Result<i32> {
@@ -117,6 +119,9 @@ fn validate(a: &BenchArgs) -> Result<()> {
     }
     if a.shard.is_some() && a.mode != Mode::Load {
         return bad("--shard splits the open-loop schedule of --mode load; a smoke run is sharded with `chatgate gate --shard`".into());
+    }
+    if a.shard.is_some() && a.history.history.is_some() {
+        return bad("--history records a whole run; a shard's share is recorded by `chatgate merge PART... --history DIR`".into());
     }
     if a.shard.is_some() && a.update {
         return bad(
@@ -184,11 +189,14 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                     crate::secrets::redact(&f.message)
                 );
             }
-            if let Some(why) = &m.unreachable {
+            let code = if let Some(why) = &m.unreachable {
                 eprintln!("server.reachable error: {}", crate::secrets::redact(why));
-                return Ok(3);
-            }
-            Ok(i32::from(failed))
+                3
+            } else {
+                i32::from(failed)
+            };
+            record(&a, &spec.display(), code, &m.findings, &m.rows)?;
+            Ok(code)
         }
         Mode::Load => {
             let arrival = match a.arrival {
@@ -255,7 +263,8 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                 ..
             } = run;
             let behind = client.unreliable(in_process);
-            report_load(
+            let kept = rows.clone();
+            let code = report_load(
                 LoadReport {
                     target: spec.display(),
                     schedule: &schedule,
@@ -268,9 +277,32 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                 },
                 a.format,
                 a.save.as_deref(),
-            )
+            )?;
+            record(&a, &spec.display(), code, &[], &kept)?;
+            Ok(code)
         }
     }
+}
+
+/// The run's line in the history, when --history asks for one (after the output).
+fn record(
+    a: &BenchArgs,
+    target: &str,
+    code: i32,
+    findings: &[crate::verdict::Finding],
+    rows: &[LatencyRow],
+) -> Result<()> {
+    super::history::append(
+        &a.history,
+        super::history::Ran {
+            command: "bench",
+            suite_file: &a.suite,
+            target,
+            exit_code: code,
+            findings,
+            latency: rows,
+        },
+    )
 }
 
 /// An open-loop run as it is reported and judged: one run's, or its shards' merged.
@@ -342,7 +374,20 @@ fn report_load(r: LoadReport, format: Format, save: Option<&Path>) -> Result<i32
 
 /// `chatgate merge` of the parts `bench --mode load --shard K/N --part FILE` wrote: the figures
 /// of the whole schedule, from every shard's raw samples.
-pub fn merge(parts: &[PathBuf], suite: Option<&Path>, r: &super::gate::ReportArgs) -> Result<i32> {
+pub fn merge(
+    parts: &[PathBuf],
+    suite: Option<&Path>,
+    r: &super::gate::ReportArgs,
+    history: &super::history::HistoryFlags,
+) -> Result<i32> {
+    let format = match r.format {
+        super::ReportFormat::Text => Format::Text,
+        super::ReportFormat::Json => Format::Json,
+        super::ReportFormat::Sarif => return Err(Error::input(
+            "--format sarif reports a gate's findings; bench parts merge into bench's own output",
+        )
+        .hint("merge bench parts with --format text or json")),
+    };
     if r.junit.is_some() || r.markdown.is_some() || r.html.is_some() {
         return Err(Error::input(
             "--junit, --markdown and --html report a gate; bench parts merge into bench's own output",
@@ -363,7 +408,8 @@ pub fn merge(parts: &[PathBuf], suite: Option<&Path>, r: &super::gate::ReportArg
     }
     let section = suite.file.latency.clone().unwrap_or_default();
     let (summary, rows) = latency::load_figures(&merged.samples, section.slo.as_ref());
-    report_load(
+    let kept = rows.clone();
+    let code = report_load(
         LoadReport {
             target: merged.target.clone(),
             schedule: &merged.schedule,
@@ -374,9 +420,21 @@ pub fn merge(parts: &[PathBuf], suite: Option<&Path>, r: &super::gate::ReportArg
             unreachable: latency::unreachable_reason(&merged.samples),
             min_slo_attainment: section.min_slo_attainment,
         },
-        r.format,
+        format,
         None,
-    )
+    )?;
+    super::history::append(
+        history,
+        super::history::Ran {
+            command: "bench",
+            suite_file: &suite_path,
+            target: &merged.target,
+            exit_code: code,
+            findings: &[],
+            latency: &kept,
+        },
+    )?;
+    Ok(code)
 }
 
 /// Shard `k`'s requests of the whole schedule: their offsets (as the whole schedule has them)

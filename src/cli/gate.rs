@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::Format;
+use super::history::HistoryFlags;
+use super::ReportFormat;
 use crate::error::Result;
 use crate::gate::shard::Shard;
 use crate::gate::{self, GateOptions};
@@ -18,6 +19,10 @@ pub struct GateArgs {
     /// Default: the suite's [target] url, else the suite's model in-process.
     #[arg(long, value_name = "URL|candle:DIR")]
     pub target: Option<String>,
+    /// The serving stack the chain predicts (overrides the suite's [target] stack): what
+    /// tokenizer, template, BOS handling and stop set the server feeds the model.
+    #[arg(long, value_enum, value_name = "STACK")]
+    pub stack: Option<crate::stack::Stack>,
     /// Accept this run: write its replies as the snapshots and its latency as the baseline
     /// (the explicit accept; without it nothing accepted is ever overwritten).
     #[arg(long)]
@@ -38,13 +43,15 @@ pub struct GateArgs {
     /// Write this shard's part (findings, prompt results, raw latency samples) here.
     #[arg(long, value_name = "FILE", requires = "shard")]
     pub part: Option<PathBuf>,
+    #[command(flatten)]
+    pub history: HistoryFlags,
 }
 
 /// Where a gate's report goes (the gate's and the merge's).
 #[derive(Args)]
 pub struct ReportArgs {
     #[arg(long, value_enum, default_value_t)]
-    pub format: Format,
+    pub format: ReportFormat,
     /// Also write a JUnit XML report here (for CI test tabs).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
@@ -54,25 +61,39 @@ pub struct ReportArgs {
     /// Also write a self-contained HTML report with latency CDF plots here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Also write SARIF 2.1.0 here (code-scanning dashboards), as `--format sarif` prints it.
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
 }
 
 pub fn run(a: GateArgs) -> Result<i32> {
+    if a.shard.is_some() && a.history.history.is_some() {
+        // A shard's share is not a run: its record would show a partial verdict and latency.
+        return Err(crate::error::Error::input(
+            "--history records a whole run; a shard's share is recorded when the parts are merged",
+        )
+        .hint("drop --history here and pass it to `chatgate merge PART... --history DIR`"));
+    }
     let opts = GateOptions {
         suite: a.suite.clone(),
         target: a.target.clone(),
         update: a.update,
-        progress: !a.no_progress && a.reports.format == Format::Text,
+        progress: !a.no_progress && a.reports.format == ReportFormat::Text,
         deadline_s: a.deadline,
         shard: a.shard,
         part: a.part.clone(),
+        stack: a.stack,
     };
     let report = super::runtime()?.block_on(gate::run_bounded(&opts))?;
-    emit(&a.reports, &report)?;
+    emit(&a.reports, &report, &a.suite)?;
+    // After the report: a record that cannot be kept is an error of its own (exit 2), printed
+    // after the verdict it would have recorded.
+    super::history::append_gate(&a.history, &report, &a.suite)?;
     Ok(report.exit_code)
 }
 
 /// The report on stdout in the chosen format, and the files asked for.
-pub(super) fn emit(to: &ReportArgs, report: &GateReport) -> Result<()> {
+pub(super) fn emit(to: &ReportArgs, report: &GateReport, suite: &std::path::Path) -> Result<()> {
     if let Some(p) = &to.junit {
         write(p, &report::junit::render(report)?)?;
     }
@@ -82,12 +103,16 @@ pub(super) fn emit(to: &ReportArgs, report: &GateReport) -> Result<()> {
     if let Some(p) = &to.html {
         write(p, &report::html::render(report))?;
     }
+    if let Some(p) = &to.sarif {
+        write(p, &sarif_text(report, suite))?;
+    }
     match to.format {
-        Format::Json => println!(
+        ReportFormat::Json => println!(
             "{}",
             redact(&serde_json::to_string_pretty(&report::gate_json(report)).unwrap_or_default())
         ),
-        Format::Text => print!(
+        ReportFormat::Sarif => println!("{}", sarif_text(report, suite)),
+        ReportFormat::Text => print!(
             "{}",
             redact(&report::gate_terminal(report, report::use_colour()))
         ),
@@ -96,3 +121,21 @@ pub(super) fn emit(to: &ReportArgs, report: &GateReport) -> Result<()> {
 }
 
 use super::output::{redact, write};
+
+/// The SARIF document, keys redacted like every other output.
+fn sarif_text(report: &GateReport, suite: &std::path::Path) -> String {
+    let doc = report::sarif::render(report, &sarif_locations(suite));
+    redact(&serde_json::to_string_pretty(&doc).unwrap_or_default()).into_owned()
+}
+
+/// Where SARIF results point: the suite file and its snapshot folder, relative to the current
+/// directory (code scanning resolves them from the repository root the job runs in).
+fn sarif_locations(suite: &std::path::Path) -> report::sarif::Locations {
+    let snapshots = crate::suite::Suite::load(suite)
+        .ok()
+        .map(|s| report::sarif::relative_uri(&s.snapshot_dir));
+    report::sarif::Locations {
+        suite: report::sarif::relative_uri(suite),
+        snapshots,
+    }
+}

@@ -16,16 +16,23 @@ pub struct MergeArgs {
     pub suite: Option<PathBuf>,
     #[command(flatten)]
     pub reports: ReportArgs,
+    #[command(flatten)]
+    pub history: super::history::HistoryFlags,
 }
 
 /// A gate's parts merge into the report an unsharded run gives; a load bench's into its figures.
 pub fn run(a: MergeArgs) -> Result<i32> {
     if let Some(first) = a.parts.first() {
         if crate::gate::merge::part_format(first)? == crate::gate::merge::BENCH_PART_FORMAT {
-            return super::bench::merge(&a.parts, a.suite.as_deref(), &a.reports);
+            return super::bench::merge(&a.parts, a.suite.as_deref(), &a.reports, &a.history);
         }
     }
     let report = crate::gate::merge::merge(&a.parts, a.suite.as_deref())?;
-    super::gate::emit(&a.reports, &report)?;
+    let suite = a
+        .suite
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&report.suite_file));
+    super::gate::emit(&a.reports, &report, &suite)?;
+    super::history::append_gate(&a.history, &report, &suite)?;
     Ok(report.exit_code)
 }

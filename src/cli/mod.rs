@@ -3,7 +3,10 @@
 pub mod bench;
 mod check;
 pub mod client_probe;
+pub mod docs;
+mod example;
 pub mod gate;
+pub mod history;
 mod init;
 mod inspect;
 pub mod merge;
@@ -28,9 +31,12 @@ use crate::error::Result;
     long_about = "chatgate tests the chain a served chat model runs through — checkpoint → tokenizer → \
 chat template → generation config — one boundary at a time, and names the FIRST boundary that broke.\n\n\
 Exit codes: 0 pass, 1 a regression was found, 2 bad input (the message names the file), 3 target unreachable.",
-    after_help = "Start here:\n  chatgate inspect tests/fixtures/tiny-chatml      what a model directory ships\n  \
-chatgate check suites/example.toml               run the offline chain\n  \
-chatgate render --model DIR --messages chat.json show exactly what the model is fed"
+    after_help = "Start here:\n  chatgate example demo                            a suite, a tiny model and its snapshots\n  \
+chatgate gate demo/suites/smoke.toml             the whole gate on them\n  \
+chatgate init my.toml --model DIR --target URL   a suite for your own model and server\n  \
+chatgate inspect DIR                             what a model directory ships\n  \
+chatgate render --model DIR --messages chat.json show exactly what the model is fed\n\n\
+Docs: https://github.com/chatgate/chatgate/tree/main/docs (each subcommand's --help names its page)"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -105,6 +111,8 @@ Exit 0 pass, 1 regression, 2 bad input, 3 target unreachable or timed out.",
   chatgate gate suites/smoke.toml --target http://127.0.0.1:8000    a running server
   chatgate gate suites/smoke.toml --markdown \"$GITHUB_STEP_SUMMARY\" --junit gate.xml
   chatgate review suites/smoke.toml                                 then review what changed
+  chatgate gate suites/smoke.toml --history runs                   a record per run; then chatgate history runs
+  chatgate gate suites/smoke.toml --format sarif > gate.sarif       for code scanning (upload-sarif)
   chatgate gate suites/smoke.toml --shard 2/3 --part part-2.json    one runner's share; then chatgate merge"
     )]
     Gate(gate::GateArgs),
@@ -122,7 +130,7 @@ The parts of a sharded `bench --mode load --shard K/N --part FILE` merge the sam
         after_help = "Example (a CI matrix of 3 runners, then one merge job):\n  \
 chatgate gate suites/smoke.toml --shard 1/3 --part part-1.json   # on runner 1 (2/3, 3/3 on the others)\n  \
 chatgate merge part-*.json --junit gate.xml --markdown \"$GITHUB_STEP_SUMMARY\"\n\n\
-Workflows: examples/github-actions-sharded.yml, examples/k8s-indexed-job.yaml"
+Workflows: .github/workflows/chatgate-sharded.yml, examples/k8s/chatgate-indexed-job.yaml"
     )]
     Merge(merge::MergeArgs),
     /// Latency on its own: smoke (closed loop vs the baseline) or load (open loop, seeded arrivals).
@@ -143,6 +151,24 @@ chatgate bench suites/smoke.toml --target URL --mode load --rate 400 --requests 
 chatgate merge load-*.json                                            # the whole schedule's figures"
     )]
     Bench(bench::BenchArgs),
+    /// Results over time: the runs a history folder holds, latency trends, the first run each check failed in.
+    #[command(
+        long_about = "Read the records that `chatgate gate`, `chatgate merge` and `chatgate bench` appended with \
+--history DIR (one line per run in DIR/<suite>.jsonl: verdict, each check's outcome, latency percentiles, the lock's \
+identities, the commit) and print, per suite: the runs (time, commit, verdict, first broken boundary, TTFT and E2EL \
+medians), how each latency median moved from the first run shown to the last, and for every check that failed the \
+FIRST run it failed in and whether it is failing still — and since which run.\n\n\
+Keep DIR where runs outlive the CI job: a cache keyed per branch, or a branch of its own. Records are only ever \
+appended (one write per record), so concurrent jobs and killed runs never lose earlier ones. A damaged line is an \
+error naming the file and line (exit 2), never skipped in silence.\n\n\
+--html FILE writes a self-contained page (no network): latency over runs (a point per run, its commit and time \
+in the point's tooltip) and the table of checks with their first failing run.",
+        after_help = "Examples:\n  chatgate gate suites/smoke.toml --history .chatgate-history\n  \
+chatgate history .chatgate-history                         the trend of every suite\n  \
+chatgate history .chatgate-history --suite smoke --last 20 --html trend.html\n  \
+chatgate history .chatgate-history --format json            for dashboards"
+    )]
+    History(history::HistoryArgs),
     /// Review pending snapshots one by one: accept, reject or skip, with a coloured diff.
     Review(snapshots::ReviewArgs),
     /// Accept pending snapshots (.snap.new → .snap), all of a suite's or the named prompts'.
@@ -183,6 +209,25 @@ when the template takes one, a stop string, a seeded sampled prompt), <name>.sft
 chatgate init suites/qwen.toml --model ~/models/qwen --target http://127.0.0.1:8000 --sft train.jsonl"
     )]
     Init(init::InitArgs),
+    /// Write a working example project (suite, tiny model, lock, reviewed snapshots) to try the gate on.
+    #[command(
+        long_about = "Write the smoke suite chatgate's own CI gates, with everything it reads, into DIR: \
+suites/smoke.toml with its lock and prompts, the tiny trained chat model models/tiny-chat (safetensors and GGUF \
+weights, tokenizer, chat template, its SFT rows), and its reviewed snapshots and latency baseline under \
+snapshots/smoke. The files are carried inside the binary, so an install from a wheel, crates.io or a release \
+archive can run a whole gate without a clone. Nothing is written when any of the files already exists.",
+        after_help = "Example:\n  chatgate example demo\n  chatgate gate demo/suites/smoke.toml\n  \
+chatgate serve --model demo/models/tiny-chat --port 8000 &\n  \
+chatgate gate demo/suites/smoke.toml --target http://127.0.0.1:8000"
+    )]
+    Example(ExampleArgs),
+}
+
+#[derive(Args)]
+pub struct ExampleArgs {
+    /// Where to write the example project (created if missing; existing files are never replaced).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 #[derive(Clone, Copy, Debug, Default, ValueEnum, PartialEq, Eq)]
@@ -192,6 +237,19 @@ pub enum Format {
     Text,
     /// One JSON document on stdout.
     Json,
+}
+
+/// The formats of a gate's report (gate, merge): `Format`'s, and SARIF for code scanning.
+#[derive(Clone, Copy, Debug, Default, ValueEnum, PartialEq, Eq)]
+pub enum ReportFormat {
+    /// Human-readable (colour only on a terminal).
+    #[default]
+    Text,
+    /// One JSON document on stdout.
+    Json,
+    /// SARIF 2.1.0 on stdout: one result per error and warning finding, for code-scanning
+    /// dashboards (GitHub's upload-sarif).
+    Sarif,
 }
 
 #[derive(Args)]
@@ -300,6 +358,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Gate(a) => gate::run(a),
         Command::Merge(a) => merge::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::History(a) => history::run(a),
         Command::Review(a) => snapshots::run_review(a),
         Command::Accept(a) => snapshots::run_accept(a),
         Command::Reject(a) => snapshots::run_reject(a),
@@ -307,6 +366,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::ClientProbe(a) => client_probe::run(a),
         Command::Standin(a) => standin::run(a),
         Command::Init(a) => init::run(a),
+        Command::Example(a) => example::run(a),
     };
     match result {
         Ok(code) => code,

@@ -34,6 +34,9 @@ pub struct GateOptions {
     pub shard: Option<shard::Shard>,
     /// `--part FILE`: write what the merge needs (with `--shard`).
     pub part: Option<PathBuf>,
+    /// `--stack`: overrides the suite's `[target] stack` (what the chain predicts the server
+    /// feeds the model), e.g. from a CI matrix that gates one suite on several stacks.
+    pub stack: Option<crate::stack::Stack>,
 }
 
 /// Checks the merge of sharded parts recomputes from every shard's results, so a part does not
@@ -165,6 +168,9 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
 pub(super) async fn run_with(opts: &GateOptions, pieces: &mut Pieces) -> Result<GateReport> {
     let started = Instant::now();
     let mut suite = Suite::load(&opts.suite)?;
+    if let Some(stack) = opts.stack {
+        suite.file.target.get_or_insert_with(Default::default).stack = Some(stack);
+    }
     chain::client_sse::must_survive(&suite)?;
     let spec = spec::resolve(opts.target.as_deref(), &suite)?;
     let under_test = model_under_test(&mut suite, &spec);

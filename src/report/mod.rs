@@ -9,6 +9,7 @@ use crate::verdict::{Findings, Severity};
 pub mod html;
 pub mod junit;
 pub mod markdown;
+pub mod sarif;
 pub mod summary;
 
 pub use crate::verdict::report::{

@@ -31,7 +31,9 @@ const FLOORS: &[(&str, u8)] = &[
     ("latency", 10),
     // Renderers and drivers, then the face.
     ("report", 11),
+    ("history", 11),
     ("init", 11),
+    ("example", 11),
     ("gate", 12),
     ("cli", 13),
 ];

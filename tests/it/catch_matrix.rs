@@ -4,7 +4,7 @@
 //!
 //! One test per group of rows and per healthy target, run two at a time. Each fails when one of
 //! its faults is not caught where it should be, when a healthy run raises an error, or when its
-//! rows differ from the README block between `<!-- catch-matrix:start -->` and
+//! rows differ from the block in docs/matrices/catch.md between `<!-- catch-matrix:start -->` and
 //! `<!-- catch-matrix:end -->` (`CHATGATE_BLESS=1` rewrites them instead). The real-server rows
 //! need llama-cpp-python (`CHATGATE_LLAMA_PYTHON`, see tests/it/common/llama_server.rs): without
 //! it they say they skip (a failure in CI).
@@ -28,6 +28,8 @@ use serde_json::{json, Value};
 
 const START: &str = "<!-- catch-matrix:start -->";
 const END: &str = "<!-- catch-matrix:end -->";
+/// The book page the matrix lives on (between START and END).
+const PAGE: &str = "docs/matrices/catch.md";
 /// Gate runs per healthy target.
 const HEALTHY_RUNS: usize = 5;
 
@@ -643,7 +645,7 @@ async fn real_rows(rows: &mut Vec<Row>, python: Option<&Path>) {
     );
 }
 
-/// The healthy targets' names in the README's summary line, in order.
+/// The healthy targets' names in the page's summary line, in order.
 const HEALTHY_TARGETS: [&str; 3] = [
     "in-process candle",
     "`chatgate serve` over loopback",
@@ -671,7 +673,7 @@ fn assert_healthy(target: &str, runs: &[GateReport]) {
     );
 }
 
-/// The README's line under the table: what the healthy tests assert, in numbers.
+/// The page's line under the table: what the healthy tests assert, in numbers.
 fn healthy_line() -> String {
     let n = HEALTHY_TARGETS.len();
     format!(
@@ -681,20 +683,20 @@ fn healthy_line() -> String {
     )
 }
 
-/// The README and the byte range of its catch-matrix block (between the marker lines).
+/// The page (PAGE) and the byte range of its catch-matrix block (between the marker lines).
 fn readme_block() -> (String, std::ops::Range<usize>) {
-    let path = Path::new(REPO).join("README.md");
-    let text = std::fs::read_to_string(&path).expect("README.md");
-    let start = text.find(START).expect("the README has the start marker") + START.len() + 1;
-    let end = text.find(END).expect("the README has the end marker");
+    let path = Path::new(REPO).join(PAGE);
+    let text = std::fs::read_to_string(&path).expect(PAGE);
+    let start = text.find(START).expect("the page has the start marker") + START.len() + 1;
+    let end = text.find(END).expect("the page has the end marker");
     assert!(
         start <= end,
-        "the README's catch-matrix markers are out of order"
+        "docs/matrices/catch.md's catch-matrix markers are out of order"
     );
     (text, start..end)
 }
 
-/// Every row ran and was caught where it should be, and its line is the README's (rewritten
+/// Every row ran and was caught where it should be, and its line is the page's (rewritten
 /// there with `CHATGATE_BLESS=1`, under a lock: the matrix's tests run at once).
 fn check_rows(rows: &[Row]) {
     let mut problems = Vec::new();
@@ -743,22 +745,22 @@ fn check_rows(rows: &[Row]) {
         }
     }
     if bless {
-        std::fs::write(Path::new(REPO).join("README.md"), &readme).expect("write README.md");
+        std::fs::write(Path::new(REPO).join(PAGE), &readme).expect(PAGE);
     }
     assert!(
         missing.is_empty(),
-        "these rows are not the README's catch matrix (the block between {START} and {END}); review, then rerun with CHATGATE_BLESS=1 (a new row is added by hand first):\n{}",
+        "these rows are not docs/matrices/catch.md's catch matrix (the block between {START} and {END}); review, then rerun with CHATGATE_BLESS=1 (a new row is added by hand first):\n{}",
         missing.join("\n")
     );
 }
 
-/// An exclusive lock beside the README while a test rewrites it.
+/// An exclusive lock beside the page while a test rewrites it.
 struct ReadmeLock(std::fs::File);
 
 impl ReadmeLock {
     fn take() -> ReadmeLock {
         use std::os::fd::AsRawFd;
-        let f = std::fs::File::create(Path::new(REPO).join("README.md.bless-lock")).unwrap();
+        let f = std::fs::File::create(Path::new(REPO).join(format!("{PAGE}.bless-lock"))).unwrap();
         // SAFETY: flock on a descriptor this struct owns; released when it is dropped.
         assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
         ReadmeLock(f)
@@ -773,7 +775,7 @@ impl Drop for ReadmeLock {
     }
 }
 
-// One test per group of rows (each checks its own README lines), so the matrix runs two
+// One test per group of rows (each checks its own lines of the page), so the matrix runs two
 // groups at a time and a group runs alone: `cargo nextest run --release -E 'test(catch_matrix::)'`.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -868,13 +870,13 @@ async fn healthy_llama_cpp_python() {
     assert_healthy(HEALTHY_TARGETS[2], &runs);
 }
 
-/// The README's summary line says what the healthy tests assert.
+/// The page's summary line says what the healthy tests assert.
 #[test]
 fn readme_healthy_line() {
     let (readme, block) = readme_block();
     let line = healthy_line();
     assert!(
         readme[block].lines().any(|l| l == line),
-        "the README's catch matrix lacks the line:\n{line}"
+        "docs/matrices/catch.md's catch matrix lacks the line:\n{line}"
     );
 }

@@ -5,10 +5,10 @@
 //! then all at once, against `chatgate serve` on a scripted Qwen3 stand-in that always calls
 //! `get_weather` for "Zürich" (so the streams carry multi-byte characters and tool-call deltas).
 //!
-//! The table of which client breaks on which variant is the README block between
-//! `<!-- client-matrix:start -->` and `<!-- client-matrix:end -->`: a changed cell fails this
-//! test until reviewed (`CHATGATE_BLESS=1` rewrites the block). A client fixed or broken upstream
-//! shows up as a changed cell when its pin moves. The Python clients run with
+//! The table of which client breaks on which variant is the block of docs/matrices/clients.md
+//! between `<!-- client-matrix:start -->` and `<!-- client-matrix:end -->`: a changed cell fails
+//! this test until reviewed (`CHATGATE_BLESS=1` rewrites the block). A client fixed or broken
+//! upstream shows up as a changed cell when its pin moves. The Python clients run with
 //! `CHATGATE_CLIENTS_PYTHON`, the Node ones from `tests/clients/node_modules`; both come from
 //! scripts/clients/install.sh (.ci/run runs it). Without them the test says it skips (a failure
 //! in CI).
@@ -23,6 +23,8 @@ use crate::reasoning_split::Serve;
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const START: &str = "<!-- client-matrix:start -->";
 const END: &str = "<!-- client-matrix:end -->";
+/// The book page the matrix lives on (between START and END).
+const PAGE: &str = "docs/matrices/clients.md";
 
 /// The stand-in's every reply: a Hermes-style call whose argument is not ASCII.
 const CALL: &str =
@@ -212,12 +214,12 @@ fn table(columns: &[String], reports: &[Value]) -> String {
 }
 
 fn readme_block() -> (String, std::ops::Range<usize>) {
-    let text = std::fs::read_to_string(Path::new(REPO).join("README.md")).expect("README.md");
-    let start = text.find(START).expect("the README has the start marker") + START.len() + 1;
-    let end = text.find(END).expect("the README has the end marker");
+    let text = std::fs::read_to_string(Path::new(REPO).join(PAGE)).expect(PAGE);
+    let start = text.find(START).expect("the page has the start marker") + START.len() + 1;
+    let end = text.find(END).expect("the page has the end marker");
     assert!(
         start <= end,
-        "the README's client-matrix markers are out of order"
+        "docs/matrices/clients.md's client-matrix markers are out of order"
     );
     (text, start..end)
 }
@@ -263,11 +265,11 @@ fn real_clients_through_every_sse_variant() {
     }
     if std::env::var_os("CHATGATE_BLESS").is_some_and(|v| v == "1") {
         readme.replace_range(block, &got);
-        std::fs::write(Path::new(REPO).join("README.md"), readme).expect("write README.md");
+        std::fs::write(Path::new(REPO).join(PAGE), readme).expect(PAGE);
         return;
     }
     panic!(
-        "the client matrix is not the README's (the block between {START} and {END}); review, then rerun with CHATGATE_BLESS=1:\n\n{got}\nREADME has:\n{}",
+        "the client matrix is not {PAGE}'s (the block between {START} and {END}); review, then rerun with CHATGATE_BLESS=1:\n\n{got}\n{PAGE} has:\n{}",
         &readme[block]
     );
 }

@@ -6,8 +6,9 @@
 //! users meet, each broken in a served copy of the stand-in (HF files and GGUF alike) and gated
 //! once per server against the healthy suite: the first broken boundary must be the fault's.
 //!
-//! The README's two tables are generated from this run (`CHATGATE_BLESS=1` rewrites them after
-//! review); a cell that changes fails the test, so a new false alarm or a lost finding is seen.
+//! The two tables of docs/matrices/family.md are generated from this run (`CHATGATE_BLESS=1`
+//! rewrites them after review); a cell that changes fails the test, so a new false alarm or a
+//! lost finding is seen.
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -105,7 +106,7 @@ const FAMILIES: &[(Family, bool)] = &[
 ];
 
 /// Healthy cells that fail on a true finding about the source, reviewed: the row, the cell, and
-/// why (the README says the same).
+/// why (docs/matrices/family.md says the same).
 const REVIEWED_HEALTHY: &[(&str, &str, &str)] = &[
     (
         "TinyLlama 1.1B Chat (SentencePiece, Zephyr format)",
@@ -124,12 +125,13 @@ const REVIEWED_HEALTHY: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Cells the CI matrix leaves to an opt-in run, each with its measured reason (the README
-/// shows the cell as written here). llama-cpp-python 0.3.36 answers a logprobs request by
-/// sorting the whole vocabulary in Python for every token (`llama.py`, `_create_completion`):
-/// 0.55 s per token on Gemma's 256k vocabulary against 0.013 s without logprobs, so one gate
-/// (every replay and probe asks for logprobs) takes over 20 minutes. Gemma-2 on llama.cpp runs
-/// in the llama-server column instead, whose logprobs are computed in C++.
+/// Cells the CI matrix leaves to an opt-in run, each with its measured reason
+/// (docs/matrices/family.md shows the cell as written here). llama-cpp-python 0.3.36 answers a
+/// logprobs request by sorting the whole vocabulary in Python for every token (`llama.py`,
+/// `_create_completion`): 0.55 s per token on Gemma's 256k vocabulary against 0.013 s without
+/// logprobs, so one gate (every replay and probe asks for logprobs) takes over 20 minutes.
+/// Gemma-2 on llama.cpp runs in the llama-server column instead, whose logprobs are computed in
+/// C++.
 fn not_in_ci(fam: &Family, server: Server) -> Option<String> {
     (server == Server::LlamaCppPython && fam.name == crate::common::families::GEMMA2.name).then(|| {
         "not run in CI: its logprobs sort the 256k vocabulary in Python, 0.55 s/token (llama-server column)".to_string()
@@ -712,8 +714,9 @@ fn fault_cell(
 }
 
 /// Faults the gate cannot see at their boundary on a server, and why. Each is a limit of what
-/// that server shows, stated in the README; the cell says so in fixed words (what the replay
-/// happens to catch varies with the tiny model's replies). Anything else missed fails the test.
+/// that server shows, stated in docs/matrices/family.md; the cell says so in fixed words (what
+/// the replay happens to catch varies with the tiny model's replies). Anything else missed fails
+/// the test.
 fn known_miss(fault: Fault, server: Server, template_uses_eos: bool) -> Option<&'static str> {
     match (fault, server) {
         (Fault::EosNotTerminator, Server::LlamaCppPython) if template_uses_eos => Some(
@@ -776,7 +779,7 @@ fn run_cell(fam: &Family, with_faults: bool, server: Server, inst: &Installed) -
     };
     let running = running.unwrap_or_else(|e| panic!("{}: {e}", fam.name));
     let (healthy, baseline) = healthy_cell(&workspace, &standin, &running, server);
-    // Healthy stand-ins pass in-process and on the llama.cpp servers (the README's claim); the
+    // Healthy stand-ins pass in-process and on the llama.cpp servers (the page's claim); the
     // one finding allowed is true of the source: it ships no generation config, so a
     // transformers stack stops on the tokenizer's eos alone.
     let named_gap = healthy == "exit 1: generation.stop-set"
@@ -906,7 +909,7 @@ fn fault_on_server(r: FaultRun) -> String {
 }
 
 /// Where the matrix's tables live, and the markers around each.
-const TABLES: &str = "README.md";
+const TABLES: &str = "docs/matrices/family.md";
 
 /// A table's place: its block's markers, and the column a server's cells are in.
 struct Table {
@@ -945,7 +948,7 @@ fn short_name(fam: &Family) -> &'static str {
     fam.name.split(" (").next().unwrap_or(fam.name)
 }
 
-/// One family × server of the matrix: its cells must equal the README's (rewritten there with
+/// One family × server of the matrix: its cells must equal the page's (rewritten there with
 /// `CHATGATE_BLESS=1`, after review), and nothing may be missed.
 fn matrix_cell(fam: &Family, server: Server) {
     let with_faults = FAMILIES
@@ -955,7 +958,7 @@ fn matrix_cell(fam: &Family, server: Server) {
         .expect("a family of FAMILIES");
     assert!(
         not_in_ci(fam, server).is_none(),
-        "{} on {server:?} is not run in CI (the README cell says why)",
+        "{} on {server:?} is not run in CI (the cell in docs/matrices/family.md says why)",
         fam.name
     );
     let inst = Installed {
@@ -1036,7 +1039,7 @@ fn llama_server_binary() -> PathBuf {
     exe
 }
 
-/// The cells of a README table row: split on `|` that is not escaped.
+/// The cells of a Markdown table row: split on `|` that is not escaped.
 fn row_cells(line: &str) -> Vec<String> {
     let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
     let mut cells = vec![String::new()];
@@ -1052,7 +1055,7 @@ fn row_cells(line: &str) -> Vec<String> {
     cells.iter().map(|c| c.trim().to_string()).collect()
 }
 
-/// Compare each (block, row key, column, value) with the README; with `CHATGATE_BLESS=1`
+/// Compare each (block, row key, column, value) with the page (TABLES); with `CHATGATE_BLESS=1`
 /// rewrite the cells that differ (under a lock: the matrix's tests run at once). Returns what
 /// differs (and was not rewritten).
 fn check_cells(cells: &[(&str, &str, Vec<String>, usize, String)]) -> Vec<String> {
@@ -1083,7 +1086,7 @@ fn check_cells(cells: &[(&str, &str, Vec<String>, usize, String)]) -> Vec<String
                         eprintln!("{TABLES}: {} rewritten (CHATGATE_BLESS=1)", key.join(" / "));
                     } else {
                         differs.push(format!(
-                            "{} (column {col}):\n  README: {}\n  run:    {value}",
+                            "{} (column {col}):\n  {TABLES}: {}\n  run:    {value}",
                             key.join(" / "),
                             cols[*col]
                         ));
@@ -1095,7 +1098,7 @@ fn check_cells(cells: &[(&str, &str, Vec<String>, usize, String)]) -> Vec<String
         }
         if !found {
             differs.push(format!(
-                "{}: no row in the README's {start} table (add it by hand, with every column, then bless)",
+                "{}: no row in {TABLES}'s {start} table (add it by hand, with every column, then bless)",
                 key.join(" / ")
             ));
         }
@@ -1108,7 +1111,7 @@ fn check_cells(cells: &[(&str, &str, Vec<String>, usize, String)]) -> Vec<String
     differs
 }
 
-/// An exclusive lock on a file beside the README while a test rewrites it.
+/// An exclusive lock on a file beside the page while a test rewrites it.
 struct ReadmeLock(std::fs::File);
 
 impl ReadmeLock {
@@ -1129,7 +1132,7 @@ impl Drop for ReadmeLock {
     }
 }
 
-/// The README's tables have exactly the rows FAMILIES and FAULTS make, and the cells left to
+/// The page's tables have exactly the rows FAMILIES and FAULTS make, and the cells left to
 /// an opt-in run say why.
 #[test]
 fn readme_rows_are_the_matrix() {
@@ -1223,6 +1226,6 @@ family_tests! {
     smollm2_chatml: FAMILIES[6].0 => [in_process, chatgate_serve, llama_cpp_python, transformers_serve];
     phi35_template: FAMILIES[7].0 => [in_process, chatgate_serve, llama_cpp_python, transformers_serve];
     mistral_nemo_template: FAMILIES[8].0 => [in_process, chatgate_serve, llama_cpp_python, transformers_serve];
-    // llama-cpp-python: not in CI (not_in_ci says why; the README cell says the same).
+    // llama-cpp-python: not in CI (not_in_ci says why; the page's cell says the same).
     gemma2: FAMILIES[9].0 => [in_process, chatgate_serve, transformers_serve];
 }

@@ -1,7 +1,7 @@
 //! The whole gate over real loopback HTTP against the real `chatgate serve` (in-process, the
 //! committed tiny-chat model), plus the main job on the in-process candle target. Every
 //! `chatgate serve --fault` is gated in tests/catch_matrix.rs (with the file and real-server
-//! faults), which also builds the README's catch matrix.
+//! faults), which also builds the catch matrix (docs/matrices/catch.md).
 //!
 //! Each test runs on a copy of suites/smoke.toml and snapshots/smoke in a temporary folder, so
 //! pending `.snap.new` files never land in the repository.

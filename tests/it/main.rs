@@ -1,5 +1,5 @@
 //! The integration tests, one binary: linking candle, tokenizers, tokio and axum once instead of
-//! once per file took a cold `cargo test --release` from ~22 min to the figure in the README.
+//! once per file took a cold `cargo test --release` from ~22 min to the figure in docs/development.md.
 //! Each file is a module named after what it tests.
 mod common;
 
@@ -9,13 +9,16 @@ mod artifacts_models;
 mod catch_matrix;
 mod check_faults;
 mod client_matrix;
+mod example_project;
 mod cli_errors;
 mod family_matrix;
 mod framing_templates;
 mod fingerprint_quantized;
 mod fingerprint_recorded;
 mod gate_e2e;
+mod help_pages;
 mod generation_harmony;
+mod history;
 mod http_target;
 mod init_suite;
 mod inspect_cli;

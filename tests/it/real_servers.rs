@@ -40,6 +40,7 @@ async fn llama_cpp_python_passes_the_gate_and_its_quirks_are_findings() {
         deadline_s: None,
         shard: None,
         part: None,
+        stack: None,
     })
     .await
     .expect("the gate runs");
@@ -159,6 +160,7 @@ async fn a_strict_suite_fails_on_a_quirk() {
         deadline_s: None,
         shard: None,
         part: None,
+        stack: None,
     })
     .await
     .expect("the gate runs");

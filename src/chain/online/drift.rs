@@ -2,9 +2,9 @@
 //!
 //! A reference is only as exact as its weights: an F32 reference beside an F32 or BF16 server
 //! differs by kernel order, a Q8_0 reference by its rounding, a Q4 one by much more. So the
-//! tolerance is the reference kind's, taken from measured drift (README, "The checkpoint's
-//! reference at real sizes"; `tests/it/fingerprint_quantized.rs` measures it on the trained
-//! model), and it is judged on aggregates over every compared position — the mean and the 95th
+//! tolerance is the reference kind's, taken from measured drift (docs/checkpoint-at-scale.md;
+//! `tests/it/fingerprint_quantized.rs` measures it on the trained model), and it is judged on
+//! aggregates over every compared position — the mean and the 95th
 //! percentile of |Δlogprob| over the chosen token and the top-k alternatives both sides report —
 //! so one unlucky position of a quantized reference is not a swap, while a checkpoint that is a
 //! little off everywhere (an older step) still moves the mean. The alternatives matter: a trained

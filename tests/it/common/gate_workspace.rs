@@ -11,7 +11,7 @@ use chatgate::serve::{self, Fault, RunningServer, ServeOptions};
 
 pub const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
-/// Tiny models run fastest and steadiest on one thread (README).
+/// Tiny models run fastest and steadiest on one thread (docs/commands/serve.md).
 pub fn single_threaded() {
     std::env::set_var("CANDLE_NUM_THREADS", "1");
     std::env::set_var("RAYON_NUM_THREADS", "1");
@@ -125,6 +125,7 @@ pub async fn gate(suite: PathBuf, target: Option<String>) -> GateReport {
         deadline_s: None,
         shard: None,
         part: None,
+        stack: None,
     })
     .await
     .expect("the gate runs")
