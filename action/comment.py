@@ -7,8 +7,10 @@ twenty. Standard library only (the runner's python3).
 
 Environment: GITHUB_TOKEN, GITHUB_REPOSITORY (owner/name), PR_NUMBER, MARKDOWN (the gate's
 Markdown summary), INPUT_SUITE; GITHUB_API_URL (default https://api.github.com).
-Exit 0 when the comment is posted or updated, 1 when GitHub refuses or cannot be reached (the
-message names the request; the token is never printed).
+Exit 0 when the comment is posted or updated, and also when GitHub refuses it or cannot be
+reached: then a workflow warning names the request (a fork's read-only token must not turn a
+passing gate into a failed job; the gate's own step carries the verdict). Exit 2 when the
+environment lacks what it needs. The token is never printed.
 """
 import json
 import os
@@ -38,6 +40,10 @@ def body(suite, markdown_path):
     return head + text
 
 
+class Refused(Exception):
+    """GitHub answered with an error, or could not be reached."""
+
+
 class GitHub:
     def __init__(self, api, repo, token):
         self.api, self.repo, self.token = api.rstrip("/"), repo, token
@@ -58,9 +64,9 @@ class GitHub:
             with urllib.request.urlopen(req, timeout=TIMEOUT_S) as r:
                 return json.loads(r.read(8 << 20) or b"null")
         except urllib.error.HTTPError as e:
-            raise SystemExit(f"chatgate comment: {method} {path}: GitHub answered {e.code} {e.reason}")
+            raise Refused(f"{method} {path}: GitHub answered {e.code} {e.reason}")
         except (urllib.error.URLError, OSError, ValueError) as e:
-            raise SystemExit(f"chatgate comment: {method} {path}: {e}")
+            raise Refused(f"{method} {path}: {e}")
 
     def find(self, pr, mark):
         page = 1
@@ -78,17 +84,22 @@ def main():
     env = os.environ
     missing = [k for k in ("GITHUB_TOKEN", "GITHUB_REPOSITORY", "PR_NUMBER", "MARKDOWN", "INPUT_SUITE") if not env.get(k)]
     if missing:
-        sys.exit("chatgate comment: missing " + ", ".join(missing))
+        print("chatgate comment: missing " + ", ".join(missing), file=sys.stderr)
+        sys.exit(2)
     gh = GitHub(env.get("GITHUB_API_URL", "https://api.github.com"), env["GITHUB_REPOSITORY"], env["GITHUB_TOKEN"])
     pr, suite = env["PR_NUMBER"], env["INPUT_SUITE"]
     text = body(suite, env["MARKDOWN"])
-    existing = gh.find(pr, marker(suite))
-    if existing is None:
-        gh.call("POST", f"/repos/{gh.repo}/issues/{pr}/comments", {"body": text})
-        print(f"chatgate comment: posted on #{pr}")
-    else:
-        gh.call("PATCH", f"/repos/{gh.repo}/issues/comments/{existing}", {"body": text})
-        print(f"chatgate comment: updated comment {existing} on #{pr}")
+    try:
+        existing = gh.find(pr, marker(suite))
+        if existing is None:
+            gh.call("POST", f"/repos/{gh.repo}/issues/{pr}/comments", {"body": text})
+            print(f"chatgate comment: posted on #{pr}")
+        else:
+            gh.call("PATCH", f"/repos/{gh.repo}/issues/comments/{existing}", {"body": text})
+            print(f"chatgate comment: updated comment {existing} on #{pr}")
+    except Refused as e:
+        # A workflow command: shown as an annotation on the run, the job goes on.
+        print(f"::warning title=chatgate PR comment not posted::{e}")
 
 
 if __name__ == "__main__":

@@ -14,16 +14,18 @@ dir=${INPUT_REPORT_DIR:-chatgate-reports}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 # A report left by an earlier run in the same folder must not speak for this one.
-rm -f "$dir"/gate.json "$dir"/gate.junit.xml "$dir"/gate.md "$dir"/gate.html "$dir"/gate.stderr
+rm -f "$dir"/gate.json "$dir"/gate.junit.xml "$dir"/gate.md "$dir"/gate.html "$dir"/gate.sarif "$dir"/gate.stderr
 
 args=(gate "$INPUT_SUITE" --no-progress --format json
-  --junit "$dir/gate.junit.xml" --markdown "$dir/gate.md" --html "$dir/gate.html")
+  --junit "$dir/gate.junit.xml" --markdown "$dir/gate.md" --html "$dir/gate.html"
+  --sarif "$dir/gate.sarif")
 [ -n "${INPUT_TARGET:-}" ] && args+=(--target "$INPUT_TARGET")
 [ -n "${INPUT_STACK:-}" ] && args+=(--stack "$INPUT_STACK")
 [ -n "${INPUT_HISTORY:-}" ] && args+=(--history "$INPUT_HISTORY")
 # More arguments, split on whitespace as a shell would, never evaluated.
 read -r -a extra <<< "${INPUT_ARGS:-}"
-args+=("${extra[@]}")
+# (macOS runners' bash 3.2 calls an empty array unbound under set -u.)
+if [ -n "${INPUT_ARGS:-}" ]; then args+=("${extra[@]}"); fi
 
 # Snapshots this run leaves pending are the .snap.new files newer than this stamp.
 stamp="$dir/.started"
@@ -79,6 +81,9 @@ fi
   echo "junit=$dir/gate.junit.xml"
   echo "markdown=$dir/gate.md"
   echo "html=$dir/gate.html"
+  echo "sarif=$dir/gate.sarif"
+  # For a name unique per suite (an artifact name may appear once per workflow run).
+  echo "suite-slug=$(printf '%s' "$INPUT_SUITE" | tr -c 'A-Za-z0-9._-' '-')"
   # A multi-line output: a delimiter no path can contain.
   echo "pending-snapshots<<CHATGATE_EOF_$$"
   [ -n "$pending" ] && echo "$pending"

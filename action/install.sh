@@ -40,9 +40,10 @@ if [ "$version" = latest ]; then
   dest="$cache/latest-$(date -u +%Y%m%d)"
 else
   [[ "$version" =~ ^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$ ]] || fail "version \"$version\" is not a release number like 0.1.0, \"latest\" or a path"
-  version=${version#v}
-  base="$releases/download/v$version"
+  # The cache folder keeps the input as written (action.yml's cache step names it so); the
+  # release tag always has its v.
   dest="$cache/$version"
+  base="$releases/download/v${version#v}"
 fi
 
 if [ -x "$dest/chatgate" ] && "$dest/chatgate" --version >/dev/null 2>&1; then

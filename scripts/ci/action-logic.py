@@ -115,6 +115,13 @@ def test_install(binary, tmp):
     check(not (tmp / "toolcache2" / version / "chatgate").exists(), "and nothing is installed")
     httpd.shutdown()
 
+    httpd, url = serve(tmp / "releases")
+    (rel / f"{name}.tar.xz.sha256").write_text(f"{digest} *{name}.tar.xz\n")
+    p, o = install({**env, "CHATGATE_VERSION": f"v{version}", "CHATGATE_RELEASES_URL": url}, tmp)
+    httpd.shutdown()
+    check(p.returncode == 0 and o.get("binary") == str(tmp / "toolcache" / f"v{version}" / "chatgate"),
+          "a v-prefixed version installs into the folder action.yml's cache step names")
+
     p, _ = install({**env, "CHATGATE_VERSION": "main && echo pwned"}, tmp)
     check(p.returncode == 2 and "not a release number" in p.stderr, "a malformed version is refused")
     p, o = install({**env, "CHATGATE_VERSION": str(binary)}, tmp)
@@ -140,10 +147,11 @@ def test_gate(binary, tmp):
     o, summary = gate(binary, project, tmp, suite="suites/smoke.toml")
     check(o["verdict"] == "pass" and o["exit-code"] == "0", f"the example passes: {o['verdict']} {o['exit-code']}")
     check(o["first-broken-boundary"] == "", "no broken boundary on a pass")
-    for key in ("report-json", "junit", "markdown", "html"):
+    for key in ("report-json", "junit", "markdown", "html", "sarif"):
         check(Path(o[key]).is_absolute() and Path(o[key]).stat().st_size > 0, f"{key} report written")
     check(summary.strip() == Path(o["markdown"]).read_text().strip(), "the job summary is the Markdown report")
     check(o["pending-snapshots"] == "", "no pending snapshots")
+    check(o["suite-slug"] == "suites-smoke.toml", f"a suite slug for the artifact's name: {o['suite-slug']}")
 
     # sky's comparator is exact: a different accepted text is a regression.
     snap = project / "snapshots" / "smoke" / "sky.snap"
@@ -164,8 +172,21 @@ def test_gate(binary, tmp):
 
 
 class GitHubComments(http.server.BaseHTTPRequestHandler):
-    """GitHub's issue-comment endpoints as documented (list with paging, create, update)."""
-    comments, auth_seen = [], []
+    """GitHub's issue-comment endpoints as documented (list with paging, create, update), for
+    repository acme/model and pull request 7 only: any other path is a 404, and every request
+    must carry the token; `refuse` answers 403 to writes, as a fork's read-only token gets."""
+    comments, auth_seen, requests, refuse = [], [], [], False
+
+    def allowed(self, method, path):
+        self.requests.append((method, path))
+        self.auth_seen.append(self.headers.get("Authorization"))
+        if self.headers.get("Authorization") != "Bearer ghs_secret_token_value":
+            self.send(401, {"message": "Bad credentials"})
+            return False
+        if method != "GET" and self.refuse:
+            self.send(403, {"message": "Resource not accessible by integration"})
+            return False
+        return True
 
     def send(self, code, payload):
         data = json.dumps(payload).encode()
@@ -178,22 +199,33 @@ class GitHubComments(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         from urllib.parse import urlparse, parse_qs
         u = urlparse(self.path)
+        if not self.allowed("GET", u.path):
+            return
+        if u.path != "/repos/acme/model/issues/7/comments":
+            return self.send(404, {"message": "Not Found"})
         q = parse_qs(u.query)
         per, page = int(q["per_page"][0]), int(q["page"][0])
-        self.auth_seen.append(self.headers.get("Authorization"))
         self.send(200, self.comments[(page - 1) * per : page * per])
 
     def body(self):
         return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
 
     def do_POST(self):
+        if not self.allowed("POST", self.path):
+            return
+        if self.path != "/repos/acme/model/issues/7/comments":
+            return self.send(404, {"message": "Not Found"})
         c = {"id": 1000 + len(self.comments), "body": self.body()["body"]}
         self.comments.append(c)
         self.send(201, c)
 
     def do_PATCH(self):
-        cid = int(self.path.rsplit("/", 1)[1])
-        c = next(c for c in self.comments if c["id"] == cid)
+        if not self.allowed("PATCH", self.path):
+            return
+        prefix = "/repos/acme/model/issues/comments/"
+        c = next((c for c in self.comments if self.path == f"{prefix}{c['id']}"), None)
+        if c is None:
+            return self.send(404, {"message": "Not Found"})
         c["body"] = self.body()["body"]
         self.send(200, c)
 
@@ -216,8 +248,23 @@ def test_comment(tmp):
     check(len(ours) == 1 and ours[0]["body"].endswith("second run: FAIL at replay"),
           "one comment, edited in place, found past the first page")
     check(len(GitHubComments.comments) == 151, "the other comments are untouched")
-    check(set(GitHubComments.auth_seen) == {"Bearer ghs_secret_token_value"}, "the token goes in the header")
+    check(set(GitHubComments.auth_seen) == {"Bearer ghs_secret_token_value"}, "the token goes in every request's header")
+    check({m for m, _ in GitHubComments.requests} == {"GET", "POST", "PATCH"}, "list, create and edit were all used")
     check(all("ghs_secret" not in r.stdout + r.stderr for r in runs), "and never into the output")
+
+    # A fork's pull request: the token may read, not write.
+    GitHubComments.refuse = True
+    httpd, url = serve(None, GitHubComments)
+    md.write_text("third run: PASS")
+    r = subprocess.run([sys.executable, str(ACTION / "comment.py")], env={**env, "GITHUB_API_URL": url},
+                       capture_output=True, text=True, timeout=60)
+    httpd.shutdown()
+    check(r.returncode == 0 and "::warning" in r.stdout and "403" in r.stdout,
+          f"a refused comment is a warning, not a failed job: {r.stdout.strip()}")
+    check(ours[0]["body"].endswith("second run: FAIL at replay"), "and the comment is unchanged")
+    r = subprocess.run([sys.executable, str(ACTION / "comment.py")], env={**env, "PR_NUMBER": ""},
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 2 and "PR_NUMBER" in r.stderr, "a missing setting is an error naming it")
 
 
 def main():
