@@ -114,7 +114,8 @@ pub struct ServerSection {
     /// informative quirks only fail a suite that asks for it. Any check id, offline or online.
     #[serde(default)]
     pub strict: Vec<String>,
-    /// Check ids to skip entirely (a known quirk this deployment accepts). Any check id.
+    /// Check ids to skip entirely (a known quirk this deployment accepts). Any check id; a
+    /// skipped request-field check also sends no probe (chain/online/fields.rs).
     #[serde(default)]
     pub skip: Vec<String>,
 }

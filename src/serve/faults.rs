@@ -110,15 +110,6 @@ impl Fault {
         }
     }
 
-    /// The field the reasoning goes out in.
-    pub fn reasoning_field(faults: &Faults) -> &'static str {
-        if faults.has(Fault::ReasoningFieldRenamed) {
-            "reasoning"
-        } else {
-            "reasoning_content"
-        }
-    }
-
     /// The name `--fault` takes.
     pub fn name(self) -> &'static str {
         match self {
@@ -174,6 +165,15 @@ impl Faults {
     }
     pub fn iter(&self) -> impl Iterator<Item = Fault> + '_ {
         self.0.iter().copied()
+    }
+    /// The field the reasoning goes out in (vLLM's newer `reasoning` under
+    /// `reasoning-field-renamed`).
+    pub fn reasoning_field(&self) -> &'static str {
+        if self.has(Fault::ReasoningFieldRenamed) {
+            "reasoning"
+        } else {
+            "reasoning_content"
+        }
     }
 }
 

@@ -298,7 +298,7 @@ async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError
         let (reasoning, content) = splitter.split(&g.text);
         message["content"] = json!(content);
         if !st.faults.has(Fault::ReasoningDropped) {
-            message[Fault::reasoning_field(&st.faults)] = json!(reasoning);
+            message[st.faults.reasoning_field()] = json!(reasoning);
         }
     }
     let mut finish_reason = finish_reason_str(g.finish_reason);

@@ -340,7 +340,7 @@ impl StreamState {
                 if self.spec.faults.has(Fault::ReasoningDropped) {
                     return;
                 }
-                let field = Fault::reasoning_field(&self.spec.faults);
+                let field = self.spec.faults.reasoning_field();
                 let v = self.chunk_of(field, &text, None);
                 self.push_json(&v);
             }

@@ -283,12 +283,31 @@ async fn serve_rows(rows: &mut Vec<Row>) {
         let (class, what, boundary, check) = serve_fault(fault);
         let server = serve_tiny_chat(&[fault]).await;
         let ws = Workspace::new();
-        let r = gate(ws.suite("smoke"), Some(server.url())).await;
+        let mut r = gate(ws.suite("smoke"), Some(server.url())).await;
+        // On a loaded machine the gate's client falls behind, and the gate then declines to
+        // judge latency (a warning that points at server.latency-client): measure again, as a
+        // user would, before judging the row — at most twice.
+        for _ in 0..2 {
+            if !latency_not_judged(&r, check) {
+                break;
+            }
+            eprintln!("serve --fault {fault}: latency not judged (client behind); measuring again");
+            r = gate(ws.suite("smoke"), Some(server.url())).await;
+        }
         server.stop().await.expect("stop");
         let how = format!("`chatgate serve --fault {fault}`: {what}");
         rows.push(Row::new(class, how, boundary, check).judge(&r));
         eprintln!("serve --fault {fault}: {:.1} s", t.elapsed().as_secs_f64());
     }
+}
+
+/// Whether the gate declined to judge `check` because its own client fell behind.
+fn latency_not_judged(r: &GateReport, check: &str) -> bool {
+    r.findings.0.iter().any(|f| {
+        f.check == check
+            && f.severity == chatgate::chain::Severity::Warning
+            && f.message.contains("not judged")
+    })
 }
 
 /// The reasoning parser's faults on a reasoning family: the DeepSeek-R1 stand-in of

@@ -280,3 +280,113 @@ fn a_reply_a_standin_cannot_script_is_refused() {
         "{stderr}"
     );
 }
+
+/// A recording `chatgate proxy` in front of a server: what the gate really sends.
+struct Recorder {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Recorder {
+    fn start(upstream: &str, record: &Path) -> Recorder {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_chatgate"))
+            .args([
+                "proxy",
+                "--upstream",
+                upstream,
+                "--listen",
+                "127.0.0.1:0",
+                "--record",
+            ])
+            .arg(record)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("chatgate proxy starts");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the proxy's first line");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        Recorder { child, url }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `[server] skip` spares the server the probes of the checks it skips, not only their
+/// findings: through a recording proxy, each field probe's request is sent without the skip
+/// and absent with it.
+#[test]
+fn skipped_checks_send_no_probe() {
+    let model = standin();
+    let server = Serve::start(&model, &[]);
+    const SKIPPED: &str = r#"skip = ["server.max-completion-tokens", "server.template-kwargs", "server.tool-choice", "server.tool-call-parse", "server.response-format"]"#;
+    let sent = |skip: bool| -> Vec<Value> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let record = dir.path().join("sent.jsonl");
+        let proxy = Recorder::start(&server.url, &record);
+        suite_with_tools(dir.path(), &model, &proxy.url, None);
+        if skip {
+            let suite = dir.path().join("suite.toml");
+            let text = std::fs::read_to_string(&suite).expect("suite.toml");
+            assert!(text.contains("\n[server]\n"), "{text}");
+            let text = text.replacen("\n[server]\n", &format!("\n[server]\n{SKIPPED}\n"), 1);
+            std::fs::write(&suite, text).expect("suite.toml");
+        }
+        let (code, report) = gate(dir.path(), &proxy.url, true);
+        assert_ne!(code, 2, "{report}");
+        drop(proxy);
+        std::fs::read_to_string(&record)
+            .expect("the recording")
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("a recorded exchange"))
+            .filter_map(|x| x.get("request_body").cloned())
+            .collect()
+    };
+    let field_probes = |bodies: &[Value]| -> Vec<String> {
+        let mut found = Vec::new();
+        for b in bodies {
+            for field in [
+                "max_completion_tokens",
+                "chat_template_kwargs",
+                "tool_choice",
+                "response_format",
+            ] {
+                if b.get(field).is_some() {
+                    found.push(field.to_string());
+                }
+            }
+            if b.get("tools").is_some() && b["max_tokens"] == 3 {
+                found.push("tools cut at 3 tokens".into());
+            }
+        }
+        found.sort();
+        found.dedup();
+        found
+    };
+    let all = field_probes(&sent(false));
+    assert_eq!(
+        all,
+        [
+            "chat_template_kwargs",
+            "max_completion_tokens",
+            "response_format",
+            "tool_choice",
+            "tools cut at 3 tokens"
+        ],
+        "without a skip every field probe is sent"
+    );
+    let skipped = field_probes(&sent(true));
+    assert!(skipped.is_empty(), "skipped checks still sent: {skipped:?}");
+}

@@ -82,12 +82,15 @@ pub async fn gather(
 ) -> FieldReplies {
     let seed = online.settings.seed;
     let mut out = FieldReplies::default();
+    // A check the suite skips (`[server] skip`) sends no probe: skipping a known quirk also
+    // spares the server its request.
+    let wanted = |check: &str| !online.ctx.suite.file.server.skip.iter().any(|s| s == check);
     // The fields that are not about tools are asked on a probe without tools, so that what
     // the server does with tools (a call cut by the token budget) is not taken for them.
     let offers = |p: &&Probe| p.tools.as_ref().is_some_and(|t| !t.is_empty());
     let plain = probes.iter().find(|p| !offers(p)).or(probes.first());
     let tooled = probes.iter().find(offers);
-    if let Some(p) = plain {
+    if let Some(p) = plain.filter(|_| wanted("server.max-completion-tokens")) {
         // Beside the probes' own `max_tokens`, which bounds the reply of a server that ignores
         // the new field (one that reads neither would generate to its context's end). OpenAI's
         // rule, and vLLM's and transformers': `max_completion_tokens` wins.
@@ -105,7 +108,9 @@ pub async fn gather(
     let switch = framing
         .and_then(|f| f.reasoning.as_ref())
         .and_then(|r| r.switches.first().cloned());
-    if let (Some(p), Some((name, value))) = (plain, switch) {
+    if let (Some(p), Some((name, value))) =
+        (plain.filter(|_| wanted("server.template-kwargs")), switch)
+    {
         // Only the prompt is judged (its token count); the reply keeps the probes' budget, so
         // that a server that fails replies cut mid-call (transformers serve) is not taken for
         // one that refuses the field.
@@ -116,15 +121,17 @@ pub async fn gather(
         );
         out.kwargs = Some((p.id.clone(), (name, value), online.http.chat(&req).await));
     }
-    if let Some(p) = tooled {
+    if let Some(p) = tooled.filter(|_| wanted("server.tool-choice")) {
         let mut req = online.request(p, seed, false);
         req.extra.insert("tool_choice".into(), json!("none"));
         out.tool_choice_none = Some((p.id.clone(), online.http.chat(&req).await));
+    }
+    if let Some(p) = tooled.filter(|_| wanted("server.tool-call-parse")) {
         let mut req = online.request(p, seed, false);
         req.max_tokens = Some(TOOL_CUT_TOKENS);
         out.tool_cut = Some((p.id.clone(), online.http.chat(&req).await));
     }
-    if let Some(p) = plain {
+    if let Some(p) = plain.filter(|_| wanted("server.response-format")) {
         let mut req = online.request(p, seed, false);
         req.max_tokens = Some(RESPONSE_FORMAT_TOKENS);
         req.extra.insert(

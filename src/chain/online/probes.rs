@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use futures_util::future::join_all;
 use serde_json::{json, Value};
 
-use crate::chain::{Context, Finding};
+use crate::chain::{Context, Finding, Severity};
 use crate::endpoint::local::CandleTarget;
 use crate::endpoint::openai::{CallError, HttpTarget};
 use crate::error::{Error, Result};
@@ -532,6 +532,13 @@ pub(super) fn byte_to_unicode(b: u8) -> char {
     }
     let shifted = (0..b).filter(|&x| !printable(x)).count() as u32;
     char::from_u32(0x100 + shifted).unwrap_or('?')
+}
+
+/// Whether a stream-parity error (the streamed reply parsed differently from the whole one) may
+/// replace the finding the replies gave on their own: only when that finding says less — a pass,
+/// or a warning where parity breaks at error severity. A broken parse already reported stays.
+pub fn parity_may_replace(found: Severity, parity: Severity) -> bool {
+    found == Severity::Pass || found == Severity::Warning && parity == Severity::Error
 }
 
 /// A short, single-line rendering of a reply for evidence.

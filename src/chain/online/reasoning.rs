@@ -103,24 +103,17 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
         f = f.with("reasoning field", names.join(", "));
     }
     Some(match parity {
-        Some(why)
-            if f.severity == Severity::Pass
-                || f.severity == Severity::Warning && broken == Severity::Error =>
-        {
-            Finding::new(
-                Server,
-                ID,
-                broken,
-                format!(
-                    "the streamed reply splits reasoning differently from the whole reply ({why})"
-                ),
-            )
-            .with("layer", "the server's streaming reasoning parser")
-            .with(
-                "framing",
-                format!("{:?} … {:?}", framing.open, framing.close),
-            )
-        }
+        Some(why) if super::parity_may_replace(f.severity, broken) => Finding::new(
+            Server,
+            ID,
+            broken,
+            format!("the streamed reply splits reasoning differently from the whole reply ({why})"),
+        )
+        .with("layer", "the server's streaming reasoning parser")
+        .with(
+            "framing",
+            format!("{:?} … {:?}", framing.open, framing.close),
+        ),
         _ => f,
     })
 }

@@ -118,10 +118,8 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
             f = cut.with("replies", replies);
         }
     }
-    let unbroken = f.severity == Severity::Pass
-        || f.severity == Severity::Warning && broken == Severity::Error;
     Some(match parity {
-        Some(why) if unbroken => Finding::new(
+        Some(why) if super::parity_may_replace(f.severity, broken) => Finding::new(
             Boundary::Server,
             ID,
             broken,
@@ -194,20 +192,12 @@ pub fn judge(call: &Call, rec: &Record, emitted: Option<&[ToolCall]>) -> Parse {
         return Parse::BrokenArguments(why.clone());
     }
     let api: Vec<ToolCall> = api.into_iter().filter_map(Result::ok).collect();
-    let Some(emitted) = emitted else {
-        return if api.is_empty() {
-            Parse::NoCall
-        } else {
-            Parse::Parsed(api.len())
-        };
+    // Unknown or none: the model's own calls cannot be compared, only counted.
+    let emitted = match emitted {
+        Some(e) if !e.is_empty() => e,
+        _ if api.is_empty() => return Parse::NoCall,
+        _ => return Parse::Parsed(api.len()),
     };
-    if emitted.is_empty() {
-        return if api.is_empty() {
-            Parse::NoCall
-        } else {
-            Parse::Parsed(api.len())
-        };
-    }
     if api.len() < emitted.len() {
         return Parse::Lost(format!(
             "the model wrote {} call(s) and the reply carries {}{}",
