@@ -80,12 +80,28 @@ pub struct TargetSection {
 }
 
 /// The reference checkpoint: the behavioural fingerprint compares the server's greedy tokens
-/// and logprobs with a local candle run of this model.
+/// and logprobs with the checkpoint's own, run locally (`model`) or on a known-good deployment
+/// that teacher-forces over HTTP (`url`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReferenceSection {
-    /// A model directory or .gguf file (relative to the suite file).
-    pub model: PathBuf,
+    /// A model directory or .gguf file (relative to the suite file), run in-process with candle.
+    pub model: Option<PathBuf>,
+    /// A reference *server*: the base URL of a deployment of the same checkpoint that can
+    /// teacher-force (vLLM, SGLang, TGI launched with `--enable-prefill-logprobs`,
+    /// llama-server). Takes the place of `model`.
+    pub url: Option<String>,
+    /// The reference server's stack: "vllm", "sglang", "tgi" or "llama-server" (default:
+    /// detected from its routes).
+    pub stack: Option<String>,
+    /// The `model` field sent to the reference server (default: the first id its
+    /// `/v1/models` lists).
+    pub served_model: Option<String>,
+    /// The environment variable holding the reference server's API key.
+    pub api_key_env: Option<String>,
+    /// The quantization the reference server runs (a GGUF type name such as "Q8_0"; default:
+    /// float weights): its tolerance. An in-process `model` reads it from the weights.
+    pub quantization: Option<String>,
     /// Largest 95th percentile of |server logprob − reference logprob| over the compared positions
     /// (the chosen token and the top-k alternatives both report) still counted as the same
     /// checkpoint (default: the reference kind's — 0.3 nats for float weights, 1.0 for Q8_0, more
@@ -448,7 +464,11 @@ impl Suite {
                         .join(file.name.clone().unwrap_or_else(|| stem.clone()))
                 }),
             replay_prompts: file.replay.as_ref().map(|r| resolve(&r.prompts)),
-            reference_model: file.reference.as_ref().map(|r| resolve(&r.model)),
+            reference_model: file
+                .reference
+                .as_ref()
+                .and_then(|r| r.model.as_ref())
+                .map(resolve),
             client_recording: file
                 .client
                 .as_ref()
@@ -464,6 +484,9 @@ impl Suite {
 /// suite's folder), and counts and durations are finite, positive and within sane bounds (an
 /// absurd repeat count or timeout must be an error, not an allocation abort or a panic).
 fn validate(file: &SuiteFile) -> std::result::Result<(), String> {
+    if let Some(r) = &file.reference {
+        validate_reference(r)?;
+    }
     let relies_on = file.client.as_ref().and_then(|c| c.relies_on.as_ref());
     if let Some(unknown) = relies_on
         .into_iter()
@@ -607,4 +630,43 @@ pub fn read_conversations(path: &Path) -> Result<Vec<ConversationEntry>> {
         })?);
     }
     Ok(out)
+}
+
+/// `[reference]` names one reference: a local `model` or a server `url`, with what each takes.
+fn validate_reference(r: &ReferenceSection) -> std::result::Result<(), String> {
+    use crate::stack::forcing::ForcingStack;
+    match (&r.model, &r.url) {
+        (None, None) => {
+            return Err("[reference] needs `model` (a checkpoint run in-process) or `url` (a reference server that teacher-forces)".into())
+        }
+        (Some(_), Some(_)) => {
+            return Err("[reference] takes either `model` or `url`, not both".into())
+        }
+        (Some(_), None) => {
+            for (key, set) in [
+                ("stack", r.stack.is_some()),
+                ("served_model", r.served_model.is_some()),
+                ("api_key_env", r.api_key_env.is_some()),
+                ("quantization", r.quantization.is_some()),
+            ] {
+                if set {
+                    return Err(format!("[reference] {key} is for a reference server (`url`); an in-process `model` reads what it needs from its files"));
+                }
+            }
+        }
+        (None, Some(url)) => {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!("[reference] url {url:?} is not an http(s) URL"));
+            }
+            if url.contains('@') {
+                return Err("[reference] url carries credentials: put the key in an environment variable and name it with [reference] api_key_env".into());
+            }
+            if let Some(s) = &r.stack {
+                if ForcingStack::parse(s).is_none() {
+                    return Err(format!("[reference] stack {s:?} cannot teacher-force: it must be \"vllm\", \"sglang\", \"tgi\" or \"llama-server\" ({})", crate::stack::forcing::cannot_force("llama-cpp-python or transformers serve")));
+                }
+            }
+        }
+    }
+    Ok(())
 }

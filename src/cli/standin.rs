@@ -20,9 +20,13 @@ pub struct StandinArgs {
     /// Transformer layers (1-8).
     #[arg(long, default_value_t = 2)]
     pub layers: usize,
-    /// Hidden width (a multiple of 16, 16-512); heads are 16 wide.
+    /// Hidden width (a multiple of 16, 16-512).
     #[arg(long, default_value_t = 64)]
     pub hidden: usize,
+    /// Width of one attention head (16, 32 or 64, dividing --hidden). vLLM's CPU attention
+    /// takes 32 and up only.
+    #[arg(long, default_value_t = 16)]
+    pub head_dim: usize,
     /// Replace the stand-in's files in an OUT that already holds files.
     #[arg(long)]
     pub force: bool,
@@ -30,6 +34,12 @@ pub struct StandinArgs {
     /// `<tool_call>` block, to test a server's tool-call parser with the family's real framing).
     #[arg(long, value_name = "TEXT")]
     pub reply: Option<String>,
+    /// Keep the real model's exact dimensions (its config.json) with random bf16 weights, as
+    /// the real checkpoint ships: what a model of that size costs (memory, load, decode) and a
+    /// checkpoint boundary at real size, without downloading it. --layers, --hidden and
+    /// --head-dim are then the source's; no model.gguf is written.
+    #[arg(long, conflicts_with_all = ["reply", "layers", "hidden", "head_dim"])]
+    pub real_shape: bool,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
 }
@@ -41,6 +51,8 @@ pub fn run(a: StandinArgs) -> Result<i32> {
         seed: a.seed,
         layers: a.layers,
         hidden: a.hidden,
+        head_dim: a.head_dim,
+        real_shape: a.real_shape,
         force: a.force,
         reply: a.reply,
     })?;

@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::candle::CandleModel;
-use super::{FinishReason, GenerateRequest, SamplingParams};
+use super::{FinishReason, GenerateRequest, SamplingParams, Scored};
 use crate::error::{Error, Result};
 use crate::replay::{
     ChatRequest, OutputEvent, OutputKind, Record, TokenLogprob, TopLogprob, Usage,
@@ -100,11 +100,12 @@ impl CandleTarget {
                     let argmax = super::candle::sampling::argmax(l);
                     Ok(Scored {
                         id,
-                        logprob: l.get(id as usize).map_or(f32::NEG_INFINITY, |x| x - lse),
-                        argmax,
-                        argmax_logprob: l
-                            .get(argmax as usize)
-                            .map_or(f32::NEG_INFINITY, |x| x - lse),
+                        logprob: Some(l.get(id as usize).map_or(f32::NEG_INFINITY, |x| x - lse)),
+                        argmax: Some((
+                            argmax,
+                            l.get(argmax as usize)
+                                .map_or(f32::NEG_INFINITY, |x| x - lse),
+                        )),
                         top: super::candle::sampling::top_logprobs(
                             l,
                             lse,
@@ -133,18 +134,6 @@ impl CandleTarget {
             .and_then(|m| m.tokenizer().decode(&[id], false).ok())
             .unwrap_or_default()
     }
-}
-
-/// One token of a continuation, scored by the reference.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Scored {
-    pub id: u32,
-    pub logprob: f32,
-    pub argmax: u32,
-    pub argmax_logprob: f32,
-    /// The reference's `SCORED_TOP` most likely tokens here: the fingerprint compares the whole
-    /// head of the distribution, not only the chosen token (near-certain tokens carry no signal).
-    pub top: Vec<(u32, f32)>,
 }
 
 /// Alternatives scored per position: as many as the probes ask a server for (`top_logprobs`).

@@ -2,10 +2,12 @@
 //! embedded default, the reference a server is compared with, and the engine of `chatgate serve`.
 //!
 //! `candle` is the checkpoint in-process; `local` it as an endpoint; `openai` an
-//! OpenAI-compatible server over HTTP (`sse` its stream reader); `spec` chooses one.
+//! OpenAI-compatible server over HTTP (`sse` its stream reader); `spec` chooses one; `reference`
+//! is a reference server that teacher-forces a continuation over HTTP.
 pub mod candle;
 pub mod local;
 pub mod openai;
+pub mod reference;
 pub mod spec;
 pub mod sse;
 
@@ -89,4 +91,20 @@ pub struct Generation {
     pub text: String,
     pub steps: Vec<TokenStep>,
     pub finish_reason: FinishReason,
+}
+
+/// One token of a continuation, teacher-forced through a reference (in-process or a server).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scored {
+    pub id: u32,
+    /// The reference's logprob of `id` here. None: the reference reports only its top
+    /// alternatives at this position (llama-server) and `id` is not among them.
+    pub logprob: Option<f32>,
+    /// The reference's own most likely token here and its logprob. None: the reference reports
+    /// no alternatives (TGI's prefill).
+    pub argmax: Option<(u32, f32)>,
+    /// The reference's most likely tokens here, most likely first: the fingerprint compares the
+    /// whole head of the distribution, not only the chosen token (near-certain tokens carry no
+    /// signal).
+    pub top: Vec<(u32, f32)>,
 }

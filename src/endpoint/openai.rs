@@ -415,6 +415,39 @@ impl HttpTarget {
         .await
     }
 
+    /// The same server, asking for another `model` (a client is cheap to clone; the
+    /// introspection already made is kept).
+    pub fn with_model(&self, model: &str) -> HttpTarget {
+        let inner = &self.inner;
+        let mut opts = inner.opts.clone();
+        opts.model = model.to_string();
+        let introspection = OnceCell::new_with(inner.introspection.get().cloned());
+        HttpTarget {
+            inner: Arc::new(Inner {
+                client: inner.client.clone(),
+                base: inner.base.clone(),
+                shown: inner.shown.clone(),
+                opts,
+                auth: inner.auth.clone(),
+                introspection,
+                failures_in_a_row: AtomicUsize::new(0),
+                breaker: std::sync::OnceLock::new(),
+                held: AtomicUsize::new(0),
+                template_kwargs: std::sync::OnceLock::new(),
+            }),
+        }
+    }
+
+    /// `POST path` expecting a 2xx JSON reply (any other status is a `CallError::Status`).
+    pub async fn post_ok_json(&self, path: &str, body: &Value) -> Result<Value, CallError> {
+        self.post_ok(path, body).await
+    }
+
+    /// A reply that is not what the protocol promises, as the error a check reports.
+    pub fn protocol_error(&self, path: &str, detail: &str) -> CallError {
+        self.protocol(path, detail)
+    }
+
     /// `GET path` (relative to the server root, e.g. `/v1/models`).
     pub async fn get(&self, path: &str) -> Result<RawResponse, CallError> {
         let rb = self.inner.client.get(self.url(path));

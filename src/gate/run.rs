@@ -12,6 +12,7 @@ use crate::chain::recording;
 use crate::chain::{self, Boundary, Context, Finding, Findings, Severity};
 use crate::endpoint::candle::memory;
 use crate::endpoint::local::CandleTarget;
+use crate::endpoint::reference::{ReferenceServer, ServerSpec};
 use crate::endpoint::spec::{self, Target, TargetSpec};
 use crate::error::{Error, ErrorKind, Result};
 use crate::replay::prompts::{self, Prompt};
@@ -186,7 +187,7 @@ pub(super) async fn run_with(opts: &GateOptions, pieces: &mut Pieces) -> Result<
     let determinism = if opts.shard.is_none_or(|s| s.runs_chain()) {
         findings.extend(under_test);
         // The reference renders the day the server does, so their replies compare.
-        if let (Some(r), Target::Http(_)) = (&reference, &target) {
+        if let (Some(LoadedReference::Local(r)), Target::Http(_)) = (&reference, &target) {
             r.set_template_now(dates.local_now());
         }
         match chains(
@@ -310,7 +311,7 @@ pub(super) async fn load_context(suite: &Suite, target: &Target) -> Result<Conte
 pub(super) async fn chains(
     ctx: &Context,
     target: &Target,
-    reference: Option<&CandleTarget>,
+    reference: Option<&LoadedReference>,
     prompts: Option<&PromptSet>,
     local_now: Option<chrono::NaiveDateTime>,
     progress: &progress::Progress,
@@ -443,16 +444,35 @@ pub(super) fn load_prompts(suite: &Suite) -> Result<Option<PromptSet>> {
     Ok(Some(PromptSet { chosen, all_ids }))
 }
 
-/// The target, and the reference checkpoint (shared when both are the same candle model).
+/// The `[reference]` the fingerprint compares the server with, ready to use.
+pub enum LoadedReference {
+    /// The checkpoint in-process.
+    Local(CandleTarget),
+    /// A known-good deployment over HTTP.
+    Server(ReferenceServer),
+}
+
+impl LoadedReference {
+    /// The in-process reference, which the replay of an in-process target may share.
+    pub fn local(&self) -> Option<&CandleTarget> {
+        match self {
+            LoadedReference::Local(c) => Some(c),
+            LoadedReference::Server(_) => None,
+        }
+    }
+}
+
+/// The target, and the reference checkpoint (shared when both are the same candle model). A
+/// recorded reference beside the lock stands in for either kind (the chain checks it is bound
+/// to the lock); a reference server is reached only when the target is a server too.
 pub(super) async fn open_targets(
     spec: &TargetSpec,
     suite: &Suite,
-) -> Result<(Target, Option<CandleTarget>)> {
-    let (spec, suite) = (spec.clone(), suite.clone());
-    tokio::task::spawn_blocking(move || {
+) -> Result<(Target, Option<LoadedReference>)> {
+    let (spec2, suite2) = (spec.clone(), suite.clone());
+    let (target, local) = tokio::task::spawn_blocking(move || {
+        let (spec, suite) = (spec2, suite2);
         let target = Target::open(&spec, &suite)?;
-        // A recorded reference beside the lock stands in for loading one (the chain checks it
-        // is bound to the lock).
         let recorded = recording::path_for(&suite.lock_path).exists();
         let reference = match (&suite.reference_model, &target) {
             (None, _) => None,
@@ -460,10 +480,26 @@ pub(super) async fn open_targets(
             (Some(_), _) if recorded => None,
             (Some(r), _) => Some(load_reference(r, &suite)?),
         };
-        Ok((target, reference))
+        Ok::<_, Error>((target, reference))
     })
     .await
-    .map_err(|e| Error::input(format!("loading the target failed: {e}")))?
+    .map_err(|e| Error::input(format!("loading the target failed: {e}")))??;
+    if let Some(c) = local {
+        return Ok((target, Some(LoadedReference::Local(c))));
+    }
+    let server = suite
+        .file
+        .reference
+        .as_ref()
+        .and_then(ServerSpec::from_section);
+    let recorded = recording::path_for(&suite.lock_path).exists();
+    match (server, &target) {
+        (Some(s), Target::Http(_)) if !recorded => Ok((
+            target,
+            Some(LoadedReference::Server(ReferenceServer::connect(&s).await?)),
+        )),
+        _ => Ok((target, None)),
+    }
 }
 
 /// What to do when the reference cannot be loaded here.
@@ -488,7 +524,7 @@ pub(super) fn same_path(a: &std::path::Path, b: &std::path::Path) -> bool {
 pub(super) async fn online(
     ctx: &Context,
     target: &Target,
-    reference: Option<&CandleTarget>,
+    reference: Option<&LoadedReference>,
     prompts: Option<&[Prompt]>,
     local_now: Option<chrono::NaiveDateTime>,
     progress: &progress::Progress,
@@ -519,7 +555,8 @@ pub(super) async fn online(
     progress.stage("online chain", 0);
     let reference = match (&ctx.recording, reference) {
         (Some(rec), _) => Some(Reference::Recorded(rec)),
-        (None, Some(r)) => Some(Reference::Local(r)),
+        (None, Some(LoadedReference::Local(r))) => Some(Reference::Local(r)),
+        (None, Some(LoadedReference::Server(r))) => Some(Reference::Server(r)),
         (None, None) => None,
     };
     let online = Online {

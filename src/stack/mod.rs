@@ -15,6 +15,7 @@
 //! `llama_chat_format.py` (`Jinja2ChatFormatter` returns `added_special=True`, and
 //! `chat_formatter_to_chat_completion_handler` tokenizes with `add_bos=not added_special`).
 pub use crate::artifacts::llama_cpp_vocab;
+pub mod forcing;
 pub mod transformers;
 mod transformers_map;
 

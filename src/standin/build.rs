@@ -15,11 +15,17 @@ pub struct Options {
     pub seed: u64,
     pub layers: usize,
     pub hidden: usize,
+    /// The width of one attention head (heads = hidden / head_dim).
+    pub head_dim: usize,
     /// Replace the files a stand-in consists of in an `out` that already holds some.
     pub force: bool,
     /// A scripted stand-in: every greedy reply is this text, then the turn terminator
     /// (`weights::scripted`), instead of words from random weights.
     pub reply: Option<String>,
+    /// Keep the source's exact dimensions (its own config.json) and write bf16 weights, as the
+    /// real checkpoint ships: a model of the real one's size and cost, not its behaviour
+    /// (`layers`, `hidden` and `head_dim` are then the source's).
+    pub real_shape: bool,
 }
 
 /// What was written, for the report.
@@ -87,14 +93,18 @@ pub fn build(o: &Options) -> Result<Built> {
         &mut notes,
     )?;
     let vocab = vocab_size(&tokenizer, source_config.as_ref());
-    let config = tiny_config(
-        o,
-        &model_type,
-        vocab,
-        source_config.as_ref(),
-        &tokenizer,
-        tokenizer_config.as_ref(),
-    );
+    let config = if o.real_shape {
+        real_config(from, source_config.as_ref(), &mut notes)?
+    } else {
+        tiny_config(
+            o,
+            &model_type,
+            vocab,
+            source_config.as_ref(),
+            &tokenizer,
+            tokenizer_config.as_ref(),
+        )
+    };
 
     prepare_out(o)?;
     let mut files = Vec::new();
@@ -116,6 +126,23 @@ pub fn build(o: &Options) -> Result<Built> {
         None => weights::build(o, &shape, &tokenizer)?,
     };
     files.push("model.safetensors".into());
+    if o.real_shape {
+        notes.extend(picked.notes);
+        notes.push("model.gguf not written at a real shape (an F32 GGUF is 4 bytes a parameter): convert the safetensors when one is needed".into());
+        return Ok(Built {
+            out: o.out.clone(),
+            model_type,
+            gguf_architecture: None,
+            gguf_tokenizer: None,
+            vocab_size: vocab,
+            layers: shape.layers,
+            hidden: shape.hidden,
+            turn_terminator: picked.terminator,
+            replies_ending: picked.ending,
+            files,
+            notes,
+        });
+    }
     let written = gguf::write(
         &o.out,
         &source_name(&o.from),
@@ -227,6 +254,14 @@ pub fn requantize_gguf(
 }
 
 pub(super) fn validate(o: &Options) -> Result<()> {
+    if o.real_shape {
+        if o.reply.is_some() {
+            return Err(Error::input(
+                "--reply writes a tiny scripted model; --real-shape keeps the real dimensions: pick one",
+            ));
+        }
+        return validate_source(o);
+    }
     if !(1..=8).contains(&o.layers) {
         return Err(Error::input(format!(
             "--layers must be 1..=8, got {}",
@@ -239,6 +274,17 @@ pub(super) fn validate(o: &Options) -> Result<()> {
             o.hidden
         )));
     }
+    if ![16, 32, 64].contains(&o.head_dim) || o.hidden % o.head_dim != 0 {
+        return Err(Error::input(format!(
+            "--head-dim must be 16, 32 or 64 and divide --hidden ({}), got {}",
+            o.hidden, o.head_dim
+        )));
+    }
+    validate_source(o)
+}
+
+/// The source folder holds what a stand-in copies.
+fn validate_source(o: &Options) -> Result<()> {
     if !o.from.is_dir() {
         return Err(Error::in_file(&o.from, "is not a model directory").hint(
             "pass the folder that holds the real model's tokenizer.json (and config.json, tokenizer_config.json, ...)",
@@ -429,6 +475,61 @@ pub(super) fn named_id(
     tokenizer.token_to_id(text)
 }
 
+/// The real config.json, as the source ships it, with bf16 weights: the stand-in has the real
+/// model's tensors, one for one.
+fn real_config(from: &Path, source: Option<&Value>, notes: &mut Vec<String>) -> Result<Value> {
+    let Some(src) = source else {
+        return Err(Error::in_file(from, "has no config.json: --real-shape keeps the real model's dimensions, which only its config.json gives")
+            .hint("copy the real model's config.json beside its tokenizer files"));
+    };
+    let mut c = src.clone();
+    let arch = c["model_type"].as_str().unwrap_or_default().to_string();
+    if !ARCHITECTURES.iter().any(|(m, _)| *m == arch) {
+        return Err(Error::in_file(
+            from.join("config.json"),
+            format!(
+                "model_type {arch:?} is not one a stand-in can build ({})",
+                ARCHITECTURES
+                    .iter()
+                    .map(|(m, _)| *m)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    let n = |c: &Value, k: &str| c[k].as_u64().unwrap_or(0);
+    for key in [
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "vocab_size",
+    ] {
+        if n(&c, key) == 0 {
+            return Err(Error::in_file(
+                from.join("config.json"),
+                format!("has no {key}"),
+            ));
+        }
+    }
+    if n(&c, "num_key_value_heads") == 0 {
+        c["num_key_value_heads"] = c["num_attention_heads"].clone();
+    }
+    if n(&c, "head_dim") == 0 {
+        c["head_dim"] = json!(n(&c, "hidden_size") / n(&c, "num_attention_heads"));
+    }
+    c["torch_dtype"] = json!("bfloat16");
+    notes.push(format!(
+        "the real shape: {} layers × {} wide, {} heads of {}, vocabulary {} (bf16 random weights)",
+        n(&c, "num_hidden_layers"),
+        n(&c, "hidden_size"),
+        n(&c, "num_attention_heads"),
+        c["head_dim"],
+        n(&c, "vocab_size")
+    ));
+    Ok(c)
+}
+
 /// The tiny config.json: the source's identity (model_type, token ids, rope and norm settings)
 /// with small dimensions.
 pub(super) fn tiny_config(
@@ -440,7 +541,7 @@ pub(super) fn tiny_config(
     tokenizer_config: Option<&Value>,
 ) -> Value {
     let src = source.cloned().unwrap_or_else(|| json!({}));
-    let heads = (o.hidden / 16).max(1);
+    let heads = (o.hidden / o.head_dim).max(1);
     let gqa = match (
         src["num_attention_heads"].as_u64(),
         src["num_key_value_heads"].as_u64(),

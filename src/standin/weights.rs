@@ -31,6 +31,10 @@ pub struct Shape {
     pub heads: usize,
     pub kv_heads: usize,
     pub head_dim: usize,
+    pub tie_word_embeddings: bool,
+    /// The dtype the weights are written in (config.json's `torch_dtype`: F32, or BF16 for a
+    /// real-shape stand-in).
+    pub dtype: DType,
 }
 
 impl Shape {
@@ -45,6 +49,11 @@ impl Shape {
             heads: n("num_attention_heads"),
             kv_heads: n("num_key_value_heads"),
             head_dim: n("head_dim"),
+            tie_word_embeddings: c["tie_word_embeddings"].as_bool().unwrap_or(false),
+            dtype: match c["torch_dtype"].as_str() {
+                Some("bfloat16") => DType::BF16,
+                _ => DType::F32,
+            },
         }
     }
 
@@ -53,9 +62,10 @@ impl Shape {
         self.model_type == "qwen2"
     }
 
-    /// Gemma-2's output head is its embedding matrix.
+    /// The output head is the embedding matrix: Gemma-2's always, and any config that says so
+    /// (a real-shape stand-in keeps the real config's `tie_word_embeddings`).
     pub fn tied(&self) -> bool {
-        self.model_type == "gemma2"
+        self.model_type == "gemma2" || self.tie_word_embeddings
     }
 }
 
@@ -113,8 +123,18 @@ pub fn build(o: &Options, shape: &Shape, tokenizer: &tokenizers::Tokenizer) -> R
 
     // Write once without a terminator to find it (it needs the tokenizer and template).
     tensors.insert(head_name.into(), masked.clone());
-    save(&o.out, &tensors)?;
+    save(&o.out, &tensors, shape.dtype)?;
     let terminator = turn_terminator(&o.out)?;
+    if o.real_shape {
+        // At a real size every reply of the search costs seconds a token on a CPU; a model of
+        // the real one's cost need not end its replies (they end at max_tokens).
+        return Ok(Picked {
+            tensors,
+            terminator,
+            ending: (0, 0),
+            notes: vec!["the terminator's row is left as drawn at a real shape (no search): replies end at max_tokens".into()],
+        });
+    }
     let Some((term_id, term_text)) = terminator.clone() else {
         return Ok(Picked {
             tensors,
@@ -130,7 +150,7 @@ pub fn build(o: &Options, shape: &Shape, tokenizer: &tokenizers::Tokenizer) -> R
     for &s in SCALES {
         let t = with_row(&masked, term_id as usize, &(&row * s as f64).map_err(c)?)?;
         tensors.insert(head_name.into(), t);
-        save(&o.out, &tensors)?;
+        save(&o.out, &tensors, shape.dtype)?;
         let ending = replies_ending(&o.out, term_id)?;
         let target = PROMPTS.len() / 2;
         let better = best.is_none_or(|(_, e)| ending.abs_diff(target) < e.abs_diff(target));
@@ -148,7 +168,7 @@ pub fn build(o: &Options, shape: &Shape, tokenizer: &tokenizers::Tokenizer) -> R
         &(&row * scale as f64).map_err(c)?,
     )?;
     tensors.insert(head_name.into(), t);
-    save(&o.out, &tensors)?;
+    save(&o.out, &tensors, shape.dtype)?;
     let mut notes = vec![format!(
         "{ending} of {} greedy replies to the built-in prompts end with {term_text:?} within {REPLY_TOKENS} tokens (terminator row scaled ×{scale})",
         PROMPTS.len()
@@ -288,10 +308,20 @@ fn with_row(m: &Tensor, i: usize, row: &Tensor) -> Result<Tensor> {
     Tensor::cat(&parts, 0).map_err(c)
 }
 
-fn save(out: &std::path::Path, tensors: &HashMap<String, Tensor>) -> Result<()> {
+fn save(out: &std::path::Path, tensors: &HashMap<String, Tensor>, dtype: DType) -> Result<()> {
     let path = out.join("model.safetensors");
     // candle writes the file in place; a temporary name and a rename keep it whole.
     let tmp = out.join(".chatgate-standin-weights.tmp");
+    let cast;
+    let tensors = if dtype == DType::F32 {
+        tensors
+    } else {
+        cast = tensors
+            .iter()
+            .map(|(k, t)| Ok((k.clone(), t.to_dtype(dtype).map_err(c)?)))
+            .collect::<Result<HashMap<String, Tensor>>>()?;
+        &cast
+    };
     candle_core::safetensors::save(tensors, &tmp)
         .map_err(|e| Error::in_file(&path, format!("cannot write: {e}")))?;
     std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
@@ -410,7 +440,7 @@ pub fn scripted(
     let zero_head =
         Tensor::zeros((shape.vocab, shape.hidden), DType::F32, &Device::Cpu).map_err(c)?;
     tensors.insert("lm_head.weight".into(), zero_head);
-    save(&o.out, &tensors)?;
+    save(&o.out, &tensors, shape.dtype)?;
     let (term_id, term_text) = turn_terminator(&o.out)?.ok_or_else(|| {
         Error::input("a scripted reply ends with the template's turn terminator, and the template writes none after an assistant turn")
     })?;
@@ -434,7 +464,7 @@ pub fn scripted(
     let (embed, head) = bigram(&mut rng, shape, &ids)?;
     tensors.insert("model.embed_tokens.weight".into(), embed);
     tensors.insert("lm_head.weight".into(), head);
-    save(&o.out, &tensors)?;
+    save(&o.out, &tensors, shape.dtype)?;
     Ok(Picked {
         tensors,
         terminator: Some((term_id, term_text.clone())),
@@ -446,17 +476,40 @@ pub fn scripted(
     })
 }
 
-/// `text` as token ids, each used once and none in `avoid`, longest pieces first (added
-/// tokens such as `<tool_call>` are whole pieces); None when no spelling exists.
+/// `text` as token ids, each used once and none in `avoid`; None when no spelling exists.
+///
+/// The tokenizer's own encoding first: it is what a real model of the family emits, and what
+/// servers' parsers expect — vLLM's streaming reasoning and tool parsers find `</think>` and
+/// `<tool_call>` by their token ids, so a marker spelt with ordinary tokens (`.</`, `think`,
+/// `>`) would test the stand-in, not the server. Where that encoding repeats an id, the text is
+/// cut at the tokenizer's added tokens (each kept whole, as its one id) and the parts between
+/// are spelt longest pieces first.
 fn spell(
     tokenizer: &tokenizers::Tokenizer,
     text: &str,
     vocab: usize,
     avoid: &std::collections::HashSet<u32>,
 ) -> Option<Vec<u32>> {
+    if let Ok(enc) = tokenizer.encode(text, false) {
+        let ids = enc.get_ids();
+        let unique: std::collections::HashSet<u32> = ids.iter().copied().collect();
+        if unique.len() == ids.len()
+            && ids
+                .iter()
+                .all(|i| !avoid.contains(i) && (*i as usize) < vocab)
+        {
+            return Some(ids.to_vec());
+        }
+    }
+    let added: Vec<(String, u32)> = tokenizer
+        .get_added_tokens_decoder()
+        .into_iter()
+        .filter(|(id, t)| (*id as usize) < vocab && !t.content.is_empty())
+        .map(|(id, t)| (t.content, id))
+        .collect();
     let mut pieces: HashMap<String, Vec<u32>> = HashMap::new();
     for id in 0..vocab as u32 {
-        if avoid.contains(&id) {
+        if avoid.contains(&id) || added.iter().any(|(_, a)| *a == id) {
             continue;
         }
         if let Ok(t) = tokenizer.decode(&[id], false) {
@@ -469,7 +522,28 @@ fn spell(
     by_len.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(b.0)));
     let mut used = std::collections::HashSet::new();
     let mut out = Vec::new();
-    spell_from(text, &by_len, &mut used, &mut out, &mut 0).then_some(out)
+    let mut rest = text;
+    while !rest.is_empty() {
+        // The next added token in the text (the longest at the earliest place).
+        let next = added
+            .iter()
+            .filter_map(|(t, id)| rest.find(t.as_str()).map(|at| (at, t.len(), *id)))
+            .min_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let (plain, marker) = match next {
+            Some((at, len, id)) => (&rest[..at], Some((len, id, at))),
+            None => (rest, None),
+        };
+        if !spell_from(plain, &by_len, &mut used, &mut out, &mut 0) {
+            return None;
+        }
+        let Some((len, id, at)) = marker else { break };
+        if avoid.contains(&id) || !used.insert(id) {
+            return None;
+        }
+        out.push(id);
+        rest = &rest[at + len..];
+    }
+    Some(out)
 }
 
 /// Depth-first: the longest unused piece `rest` starts with, then the rest of it.

@@ -146,6 +146,14 @@ const THINK_TAGS: Parser = Parser {
     vllm: Some("deepseek_r1"),
     llama_cpp: Some("--reasoning-format deepseek"),
 };
+/// Think tags switched by `enable_thinking` (Qwen3): vLLM's `qwen3` parser reads the switch from
+/// the request's `chat_template_kwargs`; `deepseek_r1` does not, and with thinking switched off
+/// it returns the whole answer as reasoning and `content` null when not streaming (vLLM 0.32
+/// `reasoning/basic_parsers.py`, docs/research/vllm-parsers.md).
+const QWEN3_THINK: Parser = Parser {
+    vllm: Some("qwen3"),
+    llama_cpp: Some("--reasoning-format deepseek"),
+};
 const HARMONY: Parser = Parser {
     vllm: Some("openai_gptoss"),
     llama_cpp: Some("--reasoning-format auto (its GPT-OSS format)"),
@@ -438,6 +446,11 @@ fn reasoning(p: &Prober) -> Option<Reasoning> {
             switches.push((name.to_string(), value));
         }
     }
+    let parser = if parser == THINK_TAGS && switches.iter().any(|(n, _)| n == "enable_thinking") {
+        QWEN3_THINK
+    } else {
+        parser
+    };
     Some(Reasoning {
         open,
         close,

@@ -42,6 +42,11 @@ fn qwen3_thinks_in_tags_and_calls_hermes_style() {
         r.switches,
         vec![("enable_thinking".to_string(), json!(false))]
     );
+    assert_eq!(
+        r.parser.vllm,
+        Some("qwen3"),
+        "the parser that reads enable_thinking"
+    );
 }
 
 /// DeepSeek-R1-Distill: the generation prompt opens `<think>\n`; the template never prints
@@ -188,10 +193,9 @@ fn check_names_the_parsers_a_qwen3_server_needs() {
     assert!(tools["message"].as_str().unwrap().contains("<tool_call>"));
     assert_eq!(tools["evidence"]["vLLM"], "--tool-call-parser hermes");
     let reasoning = finding("template.reasoning-framing");
-    assert_eq!(
-        reasoning["evidence"]["vLLM"],
-        "--reasoning-parser deepseek_r1"
-    );
+    // The template's `enable_thinking` switch: vLLM's qwen3 parser reads it from the request,
+    // deepseek_r1 does not (vLLM 0.32, docs/research/vllm-parsers.md).
+    assert_eq!(reasoning["evidence"]["vLLM"], "--reasoning-parser qwen3");
     assert_eq!(
         reasoning["evidence"]["chat_template_kwargs"],
         "enable_thinking=false"

@@ -27,6 +27,8 @@ mod models_tiny;
 mod parser_fuzz;
 mod proxy_client;
 mod real_servers;
+mod vllm_parsers;
+mod reference_server;
 mod reasoning_split;
 mod render_contract;
 mod report_formats;

@@ -59,6 +59,8 @@ fn standin(name: &str, out: &Path, seed: u64) -> Built {
         seed,
         layers: 2,
         hidden: 64,
+        head_dim: 16,
+        real_shape: false,
         force: false,
         reply: None,
     })
@@ -112,6 +114,8 @@ fn an_existing_folder_is_not_overwritten_without_force() {
         seed: 0,
         layers: 2,
         hidden: 64,
+        head_dim: 16,
+        real_shape: false,
         force: false,
         reply: None,
     })
@@ -127,6 +131,8 @@ fn an_existing_folder_is_not_overwritten_without_force() {
         seed: 0,
         layers: 2,
         hidden: 64,
+        head_dim: 16,
+        real_shape: false,
         force: false,
         reply: None,
     })
@@ -316,6 +322,8 @@ fn an_unsupported_architecture_stands_in_as_one_with_the_same_tokenizer_class() 
         seed: 0,
         layers: 2,
         hidden: 64,
+        head_dim: 16,
+        real_shape: false,
         force: false,
         reply: None,
     };

@@ -5,6 +5,7 @@ use super::drift::{Gap, Summary, Tolerance};
 use super::{first_reply_ids, Determinism, Observed, Online, ProbeRun, Reference};
 use crate::chain::recording::{RecordedProbe, Recording};
 use crate::chain::{Boundary::Checkpoint, Finding, Severity};
+use crate::endpoint::Scored;
 use crate::exchange::TopLogprob;
 use crate::replay::Record;
 
@@ -99,8 +100,12 @@ async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
     match online.reference {
         None => Finding::new(Checkpoint, ID, Severity::Info, "the suite names no [reference] model and has no recorded reference: the served checkpoint's behaviour is not fingerprinted")
             .with("to record one", format!("chatgate lock {} --fingerprint", online.ctx.suite.path.display())),
-        Some(Reference::Local(r)) => teacher_forced(online, obs, r).await,
+        Some(Reference::Local(r)) => teacher_forced(online, obs, Forcer::Local(r)).await,
         Some(Reference::Recorded(rec)) => against_recording(online, obs, rec).await,
+        Some(Reference::Server(r)) if r.forces() => {
+            teacher_forced(online, obs, Forcer::Server(r)).await
+        }
+        Some(Reference::Server(r)) => greedy_only(online, obs, r).await,
     }
 }
 
@@ -118,12 +123,59 @@ async fn reply_ids(online: &Online<'_>, main: &Record) -> Option<Vec<u32>> {
     }
 }
 
-/// The reference in-process: its logprobs of the server's own tokens, teacher-forced.
-async fn teacher_forced(
-    online: &Online<'_>,
-    obs: &Observed,
-    reference: &crate::endpoint::local::CandleTarget,
-) -> Finding {
+/// A reference that teacher-forces: the checkpoint in-process, or a reference server.
+#[derive(Clone, Copy)]
+enum Forcer<'a> {
+    Local(&'a crate::endpoint::local::CandleTarget),
+    Server(&'a crate::endpoint::reference::ReferenceServer),
+}
+
+impl Forcer<'_> {
+    async fn score(
+        &self,
+        online: &Online<'_>,
+        prompt: &[u32],
+        ids: &[u32],
+    ) -> std::result::Result<Vec<Scored>, String> {
+        match self {
+            Forcer::Local(r) => r
+                .score(prompt.to_vec(), ids.to_vec())
+                .await
+                .map_err(|e| e.to_string()),
+            Forcer::Server(r) => {
+                let texts = |ids: &[u32]| online.decode(ids);
+                r.score(prompt, ids, &texts)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    fn decode_token(&self, online: &Online<'_>, id: u32) -> String {
+        match self {
+            Forcer::Local(r) => r.decode_token(id),
+            Forcer::Server(_) => online.decode(&[id]).unwrap_or_else(|| format!("id {id}")),
+        }
+    }
+
+    fn quantization(&self) -> Option<&str> {
+        match self {
+            Forcer::Local(r) => r.quantization(),
+            Forcer::Server(r) => r.quantization(),
+        }
+    }
+
+    /// The reference as the finding names it.
+    fn shown(&self) -> String {
+        match self {
+            Forcer::Local(r) => r.path().display().to_string(),
+            Forcer::Server(r) => format!("the reference server: {}", r.describe()),
+        }
+    }
+}
+
+/// The reference teacher-forced: its logprobs of the server's own tokens.
+async fn teacher_forced(online: &Online<'_>, obs: &Observed, reference: Forcer<'_>) -> Finding {
     let tol = tolerance(online, reference.quantization());
     let mut t = Tally::default();
     for run in &obs.runs {
@@ -142,14 +194,19 @@ async fn teacher_forced(
         if ids.is_empty() {
             continue;
         }
-        let Ok(scored) = reference.score(prompt.to_vec(), ids.clone()).await else {
-            t.inconclusive.push(run.probe.id.clone());
-            continue;
+        let scored = match reference.score(online, prompt, &ids).await {
+            Ok(s) => s,
+            Err(why) => {
+                t.inconclusive.push(format!("{} ({why})", run.probe.id));
+                continue;
+            }
         };
         t.compared += 1;
-        compare_run(&mut t, run, main, &scored, &tol, reference);
+        compare_run(&mut t, run, main, &scored, &tol, &|id| {
+            reference.decode_token(online, id)
+        });
     }
-    let shown = reference.path().display().to_string();
+    let shown = reference.shown();
     let judged = t.judge(&tol);
     let mut f = match judged {
         Judged::Different(detail) => Finding::new(
@@ -250,6 +307,124 @@ async fn against_recording(online: &Online<'_>, obs: &Observed, rec: &Recording)
         Judged::Same => Finding::pass(Checkpoint, ID, format!("{} probe(s) match the recorded reference (the weights are checked behaviourally, not by hash)", t.compared)),
     };
     f = f.with("recorded reference", computed);
+    if !t.inconclusive.is_empty() {
+        f = f.with("not compared", t.inconclusive.join("; "));
+    }
+    t.described(f, &tol)
+}
+
+/// A reference server that cannot teacher-force (llama-cpp-python, `transformers serve`): the
+/// server's temperature-0 reply against the reference's own, as against a recording made live.
+/// Where the reference reports its top alternatives, a parting is judged by their margin;
+/// where it reports none, a parting cannot tell drift from another checkpoint (a warning). Agreement
+/// is never a pass: a checkpoint that agrees on the greedy tokens (an older step) would pass.
+async fn greedy_only(
+    online: &Online<'_>,
+    obs: &Observed,
+    r: &crate::endpoint::reference::ReferenceServer,
+) -> Finding {
+    let tol = tolerance(online, r.quantization());
+    let mut t = Tally::default();
+    for run in &obs.runs {
+        let Some(main) = run.main() else { continue };
+        let id = &run.probe.id;
+        let Some(reference) = &run.reference else {
+            t.inconclusive
+                .push(format!("{id} (the reference server did not answer)"));
+            continue;
+        };
+        let prompt_counts = (
+            main.usage.and_then(|u| u.prompt_tokens),
+            reference.usage.and_then(|u| u.prompt_tokens),
+        );
+        if let (Some(a), Some(b)) = prompt_counts {
+            if a != b {
+                t.inconclusive.push(format!(
+                    "{id} (the server was fed {a} prompt tokens, the reference server {b})"
+                ));
+                continue;
+            }
+        }
+        if run.determinism() == Some(Determinism::Sampled) {
+            t.inconclusive.push(format!(
+                "{id} (the server samples at temperature 0: server.determinism)"
+            ));
+            continue;
+        }
+        // A reference that reports neither ids nor logprobs (`transformers serve`) gives text:
+        // the same text is agreement; otherwise its text is read with the suite's tokenizer.
+        let local = |text: &str| {
+            let tok = &online.ctx.serving.as_ref()?.tokenizer;
+            Some(tok.encode(text, false).ok()?.get_ids().to_vec())
+        };
+        let want = match reply_ids(online, reference).await {
+            Some(ids) => Some(ids),
+            None => local(&reference.text),
+        };
+        let (Some(ids), Some(want)) = (reply_ids(online, main).await, want) else {
+            t.inconclusive
+                .push(format!("{id} (generated ids unconfirmed)"));
+            continue;
+        };
+        t.compared += 1;
+        // Servers differ in the whitespace they strip from a reply's ends (transformers serve
+        // strips it): the same words are the same reply.
+        if main.text.trim() == reference.text.trim() && reference.logprobs.is_none() {
+            continue;
+        }
+        match reference.logprobs.as_ref().filter(|l| !l.is_empty()) {
+            Some(lps) => {
+                let live = RecordedProbe {
+                    id: id.clone(),
+                    messages_sha256: String::new(),
+                    prompt_ids: Vec::new(),
+                    text: reference.text.clone(),
+                    token_ids: want,
+                    finish_reason: reference.finish_reason.clone(),
+                    logprobs: lps.clone(),
+                };
+                follow_recording(&mut t, id, main, &ids, &live, &tol);
+            }
+            None => {
+                if let Some(k) = ids
+                    .iter()
+                    .zip(&want)
+                    .take(FINGERPRINT_TOKENS)
+                    .position(|(a, b)| a != b)
+                {
+                    t.drift.push(format!("probe {id}, token {k}: the server's greedy reply leaves the reference server's, which reports no logprobs: drift and another checkpoint look alike"));
+                }
+            }
+        }
+    }
+    let shown = r.describe();
+    let mut f = match t.judge(&tol) {
+        Judged::Different(detail) => Finding::new(
+            Checkpoint,
+            ID,
+            Severity::Error,
+            "the server behaves like another checkpoint than the reference server",
+        )
+        .with("first difference", detail),
+        Judged::Unconfirmed => {
+            let mut f = Finding::new(
+                Checkpoint,
+                ID,
+                Severity::Warning,
+                "unconfirmed: no probe could be compared with the reference server's replies",
+            );
+            if !t.inconclusive.is_empty() {
+                f = f.with("probes", t.inconclusive.join("; "));
+            }
+            return f.with("reference", shown);
+        }
+        Judged::Drift => Finding::new(Checkpoint, ID, Severity::Warning, "the server's greedy replies leave the reference server's where they cannot be told apart from numeric drift")
+            .with("where", t.drift.join("; ")),
+        Judged::Same => Finding::new(Checkpoint, ID, Severity::Warning, format!("{} probe(s) agree with the reference server's greedy replies — weak evidence: this reference cannot teacher-force, so a checkpoint that agrees on the greedy tokens (an older step) passes too", t.compared)),
+    };
+    f = f
+        .with("reference", shown)
+        .with("how", "greedy replies compared: the reference server's stack cannot teacher-force (vLLM, SGLang, TGI with --enable-prefill-logprobs and llama-server can; or record the reference with `chatgate lock SUITE.toml --fingerprint`)");
     if !t.inconclusive.is_empty() {
         f = f.with("not compared", t.inconclusive.join("; "));
     }
@@ -533,38 +708,69 @@ fn compare_run(
     t: &mut Tally,
     run: &ProbeRun,
     main: &Record,
-    scored: &[crate::endpoint::local::Scored],
+    scored: &[Scored],
     tol: &Tolerance,
-    reference: &crate::endpoint::local::CandleTarget,
+    decode: &dyn Fn(u32) -> String,
 ) {
     let id = &run.probe.id;
     if let Some(lps) = &main.logprobs {
         for (k, (lp, s)) in lps.iter().zip(scored).enumerate() {
+            let Some(reference_lp) = s.logprob else {
+                // The reference reports only its top alternatives here (llama-server), and the
+                // server's greedy token is not among them.
+                return t.different(
+                    f32::INFINITY,
+                    format!(
+                        "probe {id}, token {k}: server chose {:?}, which is not among the reference's top {} here",
+                        lp.token,
+                        s.top.len()
+                    ),
+                );
+            };
             let top: Vec<TopLogprob> = s
                 .top
                 .iter()
                 .map(|&(id, logprob)| TopLogprob {
                     id: Some(id),
-                    token: reference.decode_token(id),
+                    token: decode(id),
                     logprob,
                 })
                 .collect();
             t.position(
                 &format!("probe {id}, token {k}"),
                 "reference",
-                (&lp.token, lp.logprob, s.logprob),
+                (&lp.token, lp.logprob, reference_lp),
                 &shared_alternatives(&lp.top, &top),
             );
         }
         return;
     }
-    if let Some((k, s)) = scored.iter().enumerate().find(|(_, s)| s.id != s.argmax) {
-        let margin = s.argmax_logprob - s.logprob;
+    for (k, s) in scored.iter().enumerate() {
+        let Some((argmax, argmax_lp)) = s.argmax else {
+            t.inconclusive.push(format!(
+                "{id} (the server reports no logprobs, and the reference no alternatives)"
+            ));
+            return;
+        };
+        if s.id == argmax {
+            continue;
+        }
+        let Some(chosen) = s.logprob else {
+            return t.different(
+                f32::INFINITY,
+                format!(
+                    "probe {id}, token {k}: server chose {:?}, which is not among the reference's top {} here",
+                    decode(s.id),
+                    s.top.len()
+                ),
+            );
+        };
+        let margin = argmax_lp - chosen;
         let detail = format!(
             "probe {id}, token {k}: server chose {:?}, the reference's greedy choice is {:?} (margin {margin:.3} nats; the server reports no logprobs, so sampling and another checkpoint look alike)",
-            reference.decode_token(s.id),
-            reference.decode_token(s.argmax)
+            decode(s.id),
+            decode(argmax)
         );
-        t.parted(margin, tol, detail);
+        return t.parted(margin, tol, detail);
     }
 }

@@ -183,6 +183,9 @@ pub enum Reference<'a> {
     Local(&'a CandleTarget),
     /// Recorded where it fitted (`chatgate lock --fingerprint`): its greedy replies and top-k.
     Recorded(&'a crate::chain::recording::Recording),
+    /// A known-good deployment (`[reference] url`): it teacher-forces the server's own tokens
+    /// over HTTP, or, where its stack cannot, gives its greedy replies.
+    Server(&'a crate::endpoint::reference::ReferenceServer),
 }
 
 /// Everything the online checks read.
@@ -330,6 +333,10 @@ impl Online<'_> {
         let reference = match self.reference {
             Some(Reference::Local(r)) => r.chat(&self.request(probe, seed, false)).await.ok(),
             Some(Reference::Recorded(rec)) => self.recorded(rec, probe).map(|p| p.record()),
+            Some(Reference::Server(r)) => {
+                self.server_reference_reply(r, probe, seed, local_ids.as_deref())
+                    .await
+            }
             None => None,
         };
         let reported = plain
@@ -351,6 +358,29 @@ impl Online<'_> {
             concurrent,
             reference,
         }
+    }
+
+    /// A reference server's temperature-0 reply on the same chat: over the local prompt ids
+    /// where it teacher-forces (so its prompt is exactly the one predicted), else its own chat.
+    async fn server_reference_reply(
+        &self,
+        r: &crate::endpoint::reference::ReferenceServer,
+        probe: &Probe,
+        seed: u64,
+        local_ids: Option<&[u32]>,
+    ) -> Option<Record> {
+        if !r.forces() {
+            return r.chat(&self.request(probe, seed, false)).await.ok();
+        }
+        let texts = |ids: &[u32]| self.decode(ids);
+        r.greedy(local_ids?, self.settings.max_tokens, &texts)
+            .await
+            .ok()
+    }
+
+    /// Ids as text with the suite's tokenizer (special tokens kept).
+    pub fn decode(&self, ids: &[u32]) -> Option<String> {
+        self.ctx.serving.as_ref()?.tokenizer.decode(ids, false).ok()
     }
 
     /// An open-ended prompt at temperature 0 with the same seed twice, then two other seeds.

@@ -83,6 +83,9 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
         };
         Some(call.parse(&answer)?.calls)
     };
+    if let Some(f) = refused(&call, &runs, broken) {
+        return Some(f);
+    }
     let mut seen: Vec<(String, Parse)> = Vec::new();
     let mut parity = None;
     for run in &runs {
@@ -129,6 +132,62 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
         .with("fix", "each delta must carry only the new part of `function.arguments` (clients concatenate them); check the server's streaming parser for this model's framing"),
         _ => f,
     })
+}
+
+/// Every request that offers tools refused with a 4xx: the server will not take tools at all
+/// (vLLM without `--enable-auto-tool-choice`: "\"auto\" tool choice requires
+/// --enable-auto-tool-choice and --tool-call-parser to be set"). The parser layer, with the
+/// flags that enable it; not "the model did not call" (no reply was seen).
+fn refused(call: &Call, runs: &[&ProbeRun], severity: Severity) -> Option<Finding> {
+    use crate::endpoint::openai::CallError;
+    let replies: Vec<&std::result::Result<Record, CallError>> = runs
+        .iter()
+        .flat_map(|r| r.plain.iter().chain(r.streamed.iter()))
+        .collect();
+    if replies.is_empty() {
+        return None;
+    }
+    let mut first = None;
+    for r in &replies {
+        match r {
+            Err(CallError::Status { status, body, .. }) if (400..500).contains(status) => {
+                first.get_or_insert_with(|| format!("HTTP {status}: {}", error_message(body)));
+            }
+            _ => return None,
+        }
+    }
+    Some(
+        Finding::new(
+            Boundary::Server,
+            ID,
+            severity,
+            format!(
+                "the server refuses every request that offers tools ({} of {}; {}): its tool-call parser is not enabled",
+                replies.len(),
+                replies.len(),
+                first.unwrap_or_default()
+            ),
+        )
+        .with("layer", "the server's tool-call parser (not enabled: it refuses the request before the model runs)")
+        .with("fix", fix(call)),
+    )
+}
+
+/// The message of an OpenAI-style error body (`error.message`, or FastAPI's `detail`), else
+/// the body's start.
+fn error_message(body: &str) -> String {
+    let v: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let message = v.as_ref().and_then(|v| {
+        v.pointer("/error/message")
+            .or_else(|| v.get("message"))
+            .or_else(|| v.get("detail"))
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+    });
+    match message {
+        Some(m) => m.chars().take(200).collect(),
+        None => show(body),
+    }
 }
 
 /// A reply the token budget cuts inside the model's call must still be a reply (its text, a

@@ -103,16 +103,32 @@ impl Family {
     /// stand-in code are the same (the key hashes both). Read it, never change it: tests that
     /// break a stand-in break a copy.
     pub fn standin(&self) -> (PathBuf, chatgate::standin::Built) {
-        self.build_standin(None)
+        self.build_standin(None, 0, 16)
+    }
+
+    /// A stand-in of this family with another seed (another checkpoint of the same shape) and
+    /// head width (vLLM's CPU attention takes 32 and up), cached like [`Family::standin`].
+    pub fn standin_with(&self, seed: u64, head_dim: usize) -> (PathBuf, chatgate::standin::Built) {
+        self.build_standin(None, seed, head_dim)
     }
 
     /// A scripted stand-in of this family: every greedy reply is `reply`, then the turn
     /// terminator (`chatgate standin --reply`), cached like [`Family::standin`].
     pub fn scripted(&self, reply: &str) -> (PathBuf, chatgate::standin::Built) {
-        self.build_standin(Some(reply))
+        self.build_standin(Some(reply), 0, 16)
     }
 
-    fn build_standin(&self, reply: Option<&str>) -> (PathBuf, chatgate::standin::Built) {
+    /// A scripted stand-in with 32-wide heads, for vLLM.
+    pub fn scripted_for_vllm(&self, reply: &str) -> (PathBuf, chatgate::standin::Built) {
+        self.build_standin(Some(reply), 0, 32)
+    }
+
+    fn build_standin(
+        &self,
+        reply: Option<&str>,
+        seed: u64,
+        head_dim: usize,
+    ) -> (PathBuf, chatgate::standin::Built) {
         use sha2::{Digest, Sha256};
         let scratch = tempfile::tempdir().expect("tempdir");
         let src = self.source(scratch.path());
@@ -133,6 +149,10 @@ impl Family {
             h.update(b"reply\0");
             h.update(reply.as_bytes());
         }
+        // The defaults leave the key as it was before seeds and head widths were asked for.
+        if (seed, head_dim) != (0, 16) {
+            h.update(format!("seed {seed} head_dim {head_dim}").as_bytes());
+        }
         let key = hex::encode(&h.finalize()[..8]);
         let root = Path::new(REPO).join("target/standins");
         let dir = root.join(format!("{}-{key}", self.model));
@@ -151,9 +171,11 @@ impl Family {
         let built = chatgate::standin::build(&chatgate::standin::Options {
             from: src,
             out: out.clone(),
-            seed: 0,
+            seed,
             layers: 2,
             hidden: 64,
+            head_dim,
+            real_shape: false,
             force: false,
             reply: reply.map(str::to_string),
         })

