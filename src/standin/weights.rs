@@ -90,6 +90,10 @@ const PROMPTS: &[&str] = &[
     "Say something kind.",
     "What day comes after Monday?",
 ];
+/// The spread of a real-shape stand-in's logits, in nats: what a trained model's look like
+/// (with std 1 per weight, a 576-wide model's logits spread ~24 nats and every alternative sits
+/// at -100: any rounding of the weights then moves logprobs by nats, which no checkpoint shows).
+const HEAD_LOGIT_STD: f32 = 4.0;
 /// Tokens a reply may have before the search counts it as not ending.
 const REPLY_TOKENS: usize = 24;
 /// Scales of the terminator's output row tried, smallest first.
@@ -105,7 +109,15 @@ pub fn build(o: &Options, shape: &Shape, tokenizer: &tokenizers::Tokenizer) -> R
         )));
     }
     let mut tensors = body(shape, &mut rng)?;
-    let head = random(&mut rng, &[shape.vocab, shape.hidden], 1.0)?;
+    // A real-shape model gets a trained model's logit scale: a few nats across the vocabulary
+    // (the final norm makes the hidden state ~1 per dimension, so std/√hidden per weight). The
+    // tiny stand-ins keep 1.0, which makes their few words stand out of a small vocabulary.
+    let head_std = if o.real_shape {
+        HEAD_LOGIT_STD / (shape.hidden as f32).sqrt()
+    } else {
+        1.0
+    };
+    let head = random(&mut rng, &[shape.vocab, shape.hidden], head_std)?;
     // A tied head (Gemma-2) is also the input embedding: the rows of tokens it must not emit
     // stay small but not zero, so prompts made of them still carry information.
     let (head_name, floor) = if shape.tied() {

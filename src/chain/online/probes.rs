@@ -288,7 +288,13 @@ impl Online<'_> {
             None => None,
         };
         let sampling_prompt = self.sampling_prompt();
-        let sampling = self.sampling_probe(&sampling_prompt).await;
+        // Skipped (`[server] skip`), the sampling check sends no probe either.
+        let skipped = |check: &str| self.ctx.suite.file.server.skip.iter().any(|s| s == check);
+        let sampling = if skipped("generation.sampling-honoured") {
+            Vec::new()
+        } else {
+            self.sampling_probe(&sampling_prompt).await
+        };
         let text_ids = tokenizer::gather(self.http).await;
         let framing = self
             .ctx

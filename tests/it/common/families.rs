@@ -118,6 +118,13 @@ impl Family {
         self.build_standin(Some(reply), 0, 16)
     }
 
+    /// A stand-in at the family's real shape (its own config.json's dimensions, random bf16
+    /// weights: `standin --real-shape`), cached like [`Family::standin`]; `seed` is another
+    /// checkpoint of the same shape.
+    pub fn real_shape(&self, seed: u64) -> (PathBuf, chatgate::standin::Built) {
+        self.build(None, seed, 16, true)
+    }
+
     /// A scripted stand-in with 32-wide heads, for vLLM.
     pub fn scripted_for_vllm(&self, reply: &str) -> (PathBuf, chatgate::standin::Built) {
         self.build_standin(Some(reply), 0, 32)
@@ -128,6 +135,16 @@ impl Family {
         reply: Option<&str>,
         seed: u64,
         head_dim: usize,
+    ) -> (PathBuf, chatgate::standin::Built) {
+        self.build(reply, seed, head_dim, false)
+    }
+
+    fn build(
+        &self,
+        reply: Option<&str>,
+        seed: u64,
+        head_dim: usize,
+        real_shape: bool,
     ) -> (PathBuf, chatgate::standin::Built) {
         use sha2::{Digest, Sha256};
         let scratch = tempfile::tempdir().expect("tempdir");
@@ -153,6 +170,9 @@ impl Family {
         if (seed, head_dim) != (0, 16) {
             h.update(format!("seed {seed} head_dim {head_dim}").as_bytes());
         }
+        if real_shape {
+            h.update(b"real shape");
+        }
         let key = hex::encode(&h.finalize()[..8]);
         let root = Path::new(REPO).join("target/standins");
         let dir = root.join(format!("{}-{key}", self.model));
@@ -175,7 +195,7 @@ impl Family {
             layers: 2,
             hidden: 64,
             head_dim,
-            real_shape: false,
+            real_shape,
             force: false,
             reply: reply.map(str::to_string),
         })
