@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Random weights at a real model's exact shape, with its real tokenizer files: what the
-fingerprint's cost is measured on (docs/checkpoint-at-scale.md). Not
+fingerprint's cost is measured on (docs/checkpoint-at-scale.md; Qwen2.5-0.5B, Llama-3.2-1B
+and Llama-3.2-3B, the shapes of tests/corpus/configs and the hub configs). Not
 committed (GBs); regenerate:
 
   ~/.cache/chatgate/venv-transformers-serve/bin/python scripts/experiments/real_shape.py \
@@ -37,6 +38,16 @@ SHAPES = {
         config=dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=2048,
                     intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
                     num_key_value_heads=8, head_dim=64, vocab_size=128256,
+                    max_position_embeddings=131072, rms_norm_eps=1e-5, rope_theta=500000.0,
+                    tie_word_embeddings=True, bos_token_id=128000,
+                    eos_token_id=[128001, 128008, 128009], torch_dtype="bfloat16"),
+        bias=False,
+    ),
+    "llama-3.2-3b": dict(
+        files="Llama-3.2-3B-Instruct",
+        config=dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=3072,
+                    intermediate_size=8192, num_hidden_layers=28, num_attention_heads=24,
+                    num_key_value_heads=8, head_dim=128, vocab_size=128256,
                     max_position_embeddings=131072, rms_norm_eps=1e-5, rope_theta=500000.0,
                     tie_word_embeddings=True, bos_token_id=128000,
                     eos_token_id=[128001, 128008, 128009], torch_dtype="bfloat16"),

@@ -444,6 +444,16 @@ pub fn parse_chat(
             format!("response_format {kind:?} is not supported by chatgate serve (it has no constrained decoding)"),
         ));
     }
+    // Forcing a call ("required", or a named function) needs the same constrained decoder.
+    if let Some(choice) = f
+        .get("tool_choice")
+        .filter(|c| c.is_object() || c.as_str() == Some("required"))
+    {
+        return Err(ApiError::unsupported(
+            "tool_choice",
+            format!("tool_choice {choice} is not supported by chatgate serve (forcing a call needs constrained decoding, which it does not have)"),
+        ));
+    }
     let common = parse_common(&f, vocab, random_seed, logprobs)?;
     let offered = matches!(&prompt, Prompt::Chat { tools: Some(t), .. } if t.as_array().is_some_and(|t| !t.is_empty()));
     let parse_tools = offered && f.get("tool_choice").and_then(Value::as_str) != Some("none");

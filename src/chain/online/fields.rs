@@ -8,7 +8,8 @@
 //! - `chat_template_kwargs` (vLLM, SGLang, llama-server: the template's switches, such as
 //!   Qwen3's `enable_thinking`): the prompt the server renders must change as the template
 //!   says, which its prompt token count shows;
-//! - `tool_choice: "none"`: no call may come back.
+//! - `tool_choice: "none"`: no call may come back; and a named function (a decoy the probe adds
+//!   beside its own tools, which the model has no reason to call): the call must be to it.
 //!
 //! Severity follows the suite's `[client] relies_on`: an error for what the client relies on,
 //! a warning otherwise (without the list, the recorded client's requests show which fields it
@@ -41,11 +42,28 @@ pub struct FieldReplies {
     pub kwargs: Option<(String, Switch, Reply)>,
     /// The first probe that offers tools, with `tool_choice: "none"`.
     pub tool_choice_none: Option<(String, Reply)>,
+    /// The same probe with [`NAMED`] added to its tools and named in `tool_choice`.
+    pub tool_choice_named: Option<(String, Reply)>,
     /// The first probe with `response_format` set to [`schema`].
     pub response_format: Option<(String, Reply)>,
     /// The first probe that offers tools, cut at [`TOOL_CUT_TOKENS`]: where the model calls, the
     /// reply ends inside its call (`server.tool-call-parse` reads it).
     pub tool_cut: Option<(String, Reply)>,
+}
+
+/// The function the named `tool_choice` probe adds and names: nothing in any prompt asks for it,
+/// so a call to it came from the request's `tool_choice`, not from the model's own choice.
+pub const NAMED: &str = "chatgate_named_choice";
+
+/// Tokens the named `tool_choice` probe may take (room for reasoning, then a small call).
+const NAMED_CHOICE_TOKENS: u32 = 64;
+
+fn named_tool() -> Value {
+    json!({"type": "function", "function": {
+        "name": NAMED,
+        "description": "Acknowledge the request.",
+        "parameters": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+    }})
 }
 
 /// The token budget that cuts a reply inside a tool call.
@@ -125,6 +143,14 @@ pub async fn gather(
         let mut req = online.request(p, seed, false);
         req.extra.insert("tool_choice".into(), json!("none"));
         out.tool_choice_none = Some((p.id.clone(), online.http.chat(&req).await));
+        let mut req = online.request(p, seed, false);
+        req.max_tokens = Some(NAMED_CHOICE_TOKENS);
+        req.tools.get_or_insert_with(Vec::new).push(named_tool());
+        req.extra.insert(
+            "tool_choice".into(),
+            json!({"type": "function", "function": {"name": NAMED}}),
+        );
+        out.tool_choice_named = Some((p.id.clone(), online.http.chat(&req).await));
     }
     if let Some(p) = tooled.filter(|_| wanted("server.tool-call-parse")) {
         let mut req = online.request(p, seed, false);
@@ -161,6 +187,11 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
         f.tool_choice_none
             .as_ref()
             .map(|(id, r)| tool_choice_none(online, id, r)),
+    );
+    out.extend(
+        f.tool_choice_named
+            .as_ref()
+            .map(|(id, r)| tool_choice_named(online, id, r)),
     );
     out.extend(
         f.response_format
@@ -321,6 +352,45 @@ fn tool_choice_none(online: &Online, probe: &str, r: &Result<Record, CallError>)
     )
     .with("layer", "the server API (its tool-call parser runs whatever the request says)")
     .with("fix", "the server must not return calls when the request forbids them; until it is fixed, a client that sends `tool_choice: \"none\"` must not send `tools`")
+}
+
+/// A named `tool_choice`: the reply must call the named function (the decoy no prompt asks
+/// for), whatever the model would have chosen.
+fn tool_choice_named(online: &Online, probe: &str, r: &Result<Record, CallError>) -> Finding {
+    const ID: &str = "server.tool-choice";
+    let rec = match r {
+        Ok(rec) => rec,
+        Err(e) => return refused(ID, "tool_choice (a named function)", probe, e),
+    };
+    let names: Vec<&str> = rec
+        .tool_calls
+        .iter()
+        .filter_map(|c| {
+            c.pointer("/function/name")
+                .or_else(|| c.get("name"))
+                .and_then(Value::as_str)
+        })
+        .collect();
+    if names.contains(&NAMED) {
+        return Finding::pass(
+            Server,
+            ID,
+            format!("a named `tool_choice` is honoured: the reply calls `{NAMED}`, the function it names (probe {probe})"),
+        );
+    }
+    let got = if names.is_empty() {
+        "no call".to_string()
+    } else {
+        format!("a call to `{}`", names.join("`, `"))
+    };
+    Finding::new(
+        Server,
+        ID,
+        ignored(online, "tool_choice"),
+        format!("the server ignores a named `tool_choice`: asked to call `{NAMED}`, the reply holds {got} (probe {probe})"),
+    )
+    .with("layer", "the server API (a named tool_choice must force the call: vLLM and llama-cpp-python constrain the decoding to it)")
+    .with("fix", "serve with a stack that forces named tool choices (vLLM with --enable-auto-tool-choice and a --tool-call-parser; llama-cpp-python's function-calling formats), or do not rely on them")
 }
 
 fn response_format(online: &Online, probe: &str, r: &Result<Record, CallError>) -> Finding {

@@ -8,7 +8,11 @@
 //! the largest tensor in its file dtype while it converts. A GGUF keeps quantized tensors as
 //! they are, dequantizes F32/F16/BF16 tensors to F32, and dequantizes the token embedding to F32
 //! beside its quantized copy; a gemma2 GGUF is dequantized whole (candle has no quantized
-//! Gemma-2).
+//! Gemma-2). Measured (benches/fingerprint.rs, the process's anonymous resident memory after
+//! loading, docs/checkpoint-at-scale.md): a quantized GGUF holds its quantized bytes about twice
+//! — each tensor is read into a buffer and copied into its quantized storage, and the allocator
+//! keeps the freed buffers (most tensors are under glibc's mmap threshold) — so Llama-3.2-3B's
+//! Q8_0 took 8.7 GB where the tensors alone are 5.5: the estimate counts them twice.
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -132,8 +136,8 @@ fn safetensors_tensors(path: &Path) -> Option<Vec<(String, u64)>> {
         .collect()
 }
 
-/// Quantized tensors as they are; float tensors, the token embedding's second copy and every
-/// tensor of a gemma2 file as F32.
+/// Quantized tensors twice (their storage, and the read buffers the allocator keeps); float
+/// tensors, the token embedding's second copy and every tensor of a gemma2 file as F32.
 fn gguf_estimate(path: &Path) -> Option<Estimate> {
     let info = read_gguf(path).ok()?;
     let dequantize_all = info.architecture() == Some("gemma2");
@@ -149,7 +153,7 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
         let held = if float || dequantize_all {
             f32_bytes
         } else {
-            gguf_tensor_bytes(t).unwrap_or(f32_bytes)
+            gguf_tensor_bytes(t).unwrap_or(f32_bytes).saturating_mul(2)
         };
         bytes = bytes.saturating_add(held);
         if t.name == "token_embd.weight" && !float && !dequantize_all {
