@@ -1035,18 +1035,7 @@ mod real_shape {
         )
         .await;
         // The healthy server's replies are the accepted snapshots (`gate --update`).
-        let r = chatgate::gate::run(&chatgate::gate::GateOptions {
-            suite: suite.clone(),
-            target: Some(healthy.url()),
-            update: true,
-            progress: false,
-            deadline_s: None,
-            shard: None,
-            part: None,
-            stack: None,
-        })
-        .await
-        .expect("the gate runs");
+        let r = gate_workspace::gate_with(suite.clone(), Some(healthy.url()), true).await;
         healthy.stop().await.expect("stop");
         let f = r
             .findings

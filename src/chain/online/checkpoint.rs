@@ -282,31 +282,13 @@ async fn against_recording(online: &Online<'_>, obs: &Observed, rec: &Recording)
         "{} ({}, {}), chatgate {}",
         by.reference, by.engine, by.dtype, by.chatgate
     );
-    let mut f = match t.judge(&tol) {
-        Judged::Different(detail) => Finding::new(
-            Checkpoint,
-            ID,
-            Severity::Error,
-            "the server behaves like another checkpoint than the recorded reference",
-        )
-        .with("first difference", detail),
-        Judged::Unconfirmed => {
-            let mut f = Finding::new(
-                Checkpoint,
-                ID,
-                Severity::Warning,
-                "unconfirmed: no probe could be compared with the recorded reference",
-            );
-            if !t.inconclusive.is_empty() {
-                f = f.with("probes", t.inconclusive.join("; "));
-            }
-            return f.with("recorded reference", computed);
-        }
-        Judged::Drift => Finding::new(Checkpoint, ID, Severity::Warning, "the server's greedy tokens leave the recorded reference's only where its top two candidates are nearly tied (numeric drift)")
-            .with("where", t.drift.join("; ")),
-        Judged::Same => Finding::pass(Checkpoint, ID, format!("{} probe(s) match the recorded reference (the weights are checked behaviourally, not by hash)", t.compared)),
-    };
-    f = f.with("recorded reference", computed);
+    let same = Finding::pass(Checkpoint, ID, format!("{} probe(s) match the recorded reference (the weights are checked behaviourally, not by hash)", t.compared));
+    let drift = "the server's greedy tokens leave the recorded reference's only where its top two candidates are nearly tied (numeric drift)";
+    let (f, unconfirmed) = t.verdict(&tol, "the recorded reference", drift, same);
+    let mut f = f.with("recorded reference", computed);
+    if unconfirmed {
+        return f;
+    }
     if !t.inconclusive.is_empty() {
         f = f.with("not compared", t.inconclusive.join("; "));
     }
@@ -398,32 +380,14 @@ async fn greedy_only(
         }
     }
     let shown = r.describe();
-    let mut f = match t.judge(&tol) {
-        Judged::Different(detail) => Finding::new(
-            Checkpoint,
-            ID,
-            Severity::Error,
-            "the server behaves like another checkpoint than the reference server",
-        )
-        .with("first difference", detail),
-        Judged::Unconfirmed => {
-            let mut f = Finding::new(
-                Checkpoint,
-                ID,
-                Severity::Warning,
-                "unconfirmed: no probe could be compared with the reference server's replies",
-            );
-            if !t.inconclusive.is_empty() {
-                f = f.with("probes", t.inconclusive.join("; "));
-            }
-            return f.with("reference", shown);
-        }
-        Judged::Drift => Finding::new(Checkpoint, ID, Severity::Warning, "the server's greedy replies leave the reference server's where they cannot be told apart from numeric drift")
-            .with("where", t.drift.join("; ")),
-        Judged::Same => Finding::new(Checkpoint, ID, Severity::Warning, format!("{} probe(s) agree with the reference server's greedy replies — weak evidence: this reference cannot teacher-force, so a checkpoint that agrees on the greedy tokens (an older step) passes too", t.compared)),
-    };
+    let same = Finding::new(Checkpoint, ID, Severity::Warning, format!("{} probe(s) agree with the reference server's greedy replies — weak evidence: this reference cannot teacher-force, so a checkpoint that agrees on the greedy tokens (an older step) passes too", t.compared));
+    let drift = "the server's greedy replies leave the reference server's where they cannot be told apart from numeric drift";
+    let (f, unconfirmed) = t.verdict(&tol, "the reference server", drift, same);
+    let mut f = f.with("reference", shown);
+    if unconfirmed {
+        return f;
+    }
     f = f
-        .with("reference", shown)
         .with("how", "greedy replies compared: the reference server's stack cannot teacher-force (vLLM, SGLang, TGI with --enable-prefill-logprobs and llama-server can; or record the reference with `chatgate lock SUITE.toml --fingerprint`)");
     if !t.inconclusive.is_empty() {
         f = f.with("not compared", t.inconclusive.join("; "));
@@ -688,6 +652,42 @@ impl Tally {
             Judged::Same
         } else {
             Judged::Drift
+        }
+    }
+
+    /// The finding for a reference compared as a recording (`whom`): another checkpoint (an
+    /// error), unconfirmed (a warning with the probes; `true`: nothing else to add), numeric
+    /// drift (a warning: `drift`), else `same`.
+    fn verdict(&self, tol: &Tolerance, whom: &str, drift: &str, same: Finding) -> (Finding, bool) {
+        match self.judge(tol) {
+            Judged::Different(detail) => (
+                Finding::new(
+                    Checkpoint,
+                    ID,
+                    Severity::Error,
+                    format!("the server behaves like another checkpoint than {whom}"),
+                )
+                .with("first difference", detail),
+                false,
+            ),
+            Judged::Unconfirmed => {
+                let mut f = Finding::new(
+                    Checkpoint,
+                    ID,
+                    Severity::Warning,
+                    format!("unconfirmed: no probe could be compared with {whom}"),
+                );
+                if !self.inconclusive.is_empty() {
+                    f = f.with("probes", self.inconclusive.join("; "));
+                }
+                (f, true)
+            }
+            Judged::Drift => (
+                Finding::new(Checkpoint, ID, Severity::Warning, drift)
+                    .with("where", self.drift.join("; ")),
+                false,
+            ),
+            Judged::Same => (same, false),
         }
     }
 

@@ -117,10 +117,15 @@ pub async fn serve_model(
 }
 
 pub async fn gate(suite: PathBuf, target: Option<String>) -> GateReport {
+    gate_with(suite, target, false).await
+}
+
+/// As [`gate`], with `--update` when `update`: the replies become the accepted snapshots.
+pub async fn gate_with(suite: PathBuf, target: Option<String>, update: bool) -> GateReport {
     gate::run(&GateOptions {
         suite,
         target,
-        update: false,
+        update,
         progress: false,
         deadline_s: None,
         shard: None,
