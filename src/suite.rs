@@ -251,6 +251,7 @@ pub const CLIENT_FEATURES: &[&str] = &[
     "max_completion_tokens",
     "chat_template_kwargs",
     "response_format",
+    "responses",
 ];
 
 /// The serving side: the model directory the server loads, and how it renders and tokenizes.

@@ -70,6 +70,7 @@ pub const CHECKS: &[&str] = &[
     "server.reasoning-split",
     "server.responds",
     "server.response-format",
+    "server.responses-parity",
     "server.schema",
     "server.slo",
     "server.sse-done",

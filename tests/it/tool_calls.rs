@@ -122,6 +122,16 @@ fn chatgate_serve_parses_the_call_the_model_wrote() {
     let (code, report) = gate(dir.path(), &server.url, false);
     let f = finding(&report, "server.tool-call-parse");
     assert_eq!(f["severity"], "pass", "{f}");
+    // It has no `/v1/responses`: said, not counted against it.
+    let parity = finding(&report, "server.responses-parity");
+    assert_eq!(parity["severity"], "info", "{parity}");
+    assert!(
+        parity["message"]
+            .as_str()
+            .unwrap()
+            .contains("no `/v1/responses`"),
+        "{parity}"
+    );
     assert!(
         f["evidence"]["replies"]
             .as_str()
@@ -210,6 +220,9 @@ fn transformers_serve_parses_the_call_and_fails_one_cut_inside_it() {
     suite_with_tools(dir.path(), &model, &server.url, Some("transformers"));
     let (_, report) = gate(dir.path(), &server.url, true);
     let f = finding(&report, "server.tool-call-parse");
+    // Its `/v1/responses` (stream false) gives the same reasoning and call as chat completions.
+    let parity = finding(&report, "server.responses-parity");
+    assert_eq!(parity["severity"], "pass", "{parity}");
     assert_eq!(f["severity"], "error", "{f}\n{}", server.log_text());
     let message = f["message"].as_str().unwrap();
     assert!(
@@ -331,7 +344,7 @@ impl Drop for Recorder {
 fn skipped_checks_send_no_probe() {
     let model = standin();
     let server = Serve::start(&model, &[]);
-    const SKIPPED: &str = r#"skip = ["server.max-completion-tokens", "server.template-kwargs", "server.tool-choice", "server.tool-call-parse", "server.response-format"]"#;
+    const SKIPPED: &str = r#"skip = ["server.max-completion-tokens", "server.template-kwargs", "server.tool-choice", "server.tool-call-parse", "server.response-format", "server.responses-parity"]"#;
     let sent = |skip: bool| -> Vec<Value> {
         let dir = tempfile::tempdir().expect("tempdir");
         let record = dir.path().join("sent.jsonl");
@@ -370,6 +383,9 @@ fn skipped_checks_send_no_probe() {
             if b.get("tools").is_some() && b["max_tokens"] == 3 {
                 found.push("tools cut at 3 tokens".into());
             }
+            if b.get("input").is_some() && b.get("max_output_tokens").is_some() {
+                found.push("the probe again at /v1/responses".into());
+            }
         }
         found.sort();
         found.dedup();
@@ -382,6 +398,7 @@ fn skipped_checks_send_no_probe() {
             "chat_template_kwargs",
             "max_completion_tokens",
             "response_format",
+            "the probe again at /v1/responses",
             "tool_choice",
             "tools cut at 3 tokens"
         ],

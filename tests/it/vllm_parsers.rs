@@ -89,7 +89,11 @@ fn vllm_parsers_right_missing_and_of_another_family() {
         suite(dir, &model, &server.url);
         let (code, report) = crate::reasoning_split::gate(dir, &server.url, true);
         assert_eq!(code, 0, "{:?}", errors(&report));
-        for check in ["server.reasoning-split", "server.tool-call-parse"] {
+        for check in [
+            "server.reasoning-split",
+            "server.tool-call-parse",
+            "server.responses-parity",
+        ] {
             assert_eq!(
                 severity(&report, check),
                 "pass",
@@ -151,6 +155,18 @@ fn vllm_parsers_right_missing_and_of_another_family() {
                 .is_some_and(|f| f.contains("--enable-auto-tool-choice --tool-call-parser hermes")),
             "{tools}"
         );
+        // Its Responses API takes the same request and answers it: the flag is checked on chat
+        // completions only (the captured reply holds the call as text).
+        let m = message(&report, "server.responses-parity");
+        assert_eq!(
+            severity(&report, "server.responses-parity"),
+            "warning",
+            "{m}"
+        );
+        assert!(
+            m.contains("chat completions refuses the probe `/v1/responses` answers"),
+            "{m}"
+        );
     }
 
     // Another family's tool parser (Qwen3-Coder's XML): the call is lost.
@@ -170,6 +186,8 @@ fn vllm_parsers_right_missing_and_of_another_family() {
         assert_eq!(severity(&report, "server.tool-call-parse"), "error", "{m}");
         assert!(m.contains("loses the model's tool calls"), "{m}");
         assert_eq!(report["first_broken"]["check"], "server.tool-call-parse");
+        // Both APIs lose the call alike: parity holds, the parse check is the one that fails.
+        assert_eq!(severity(&report, "server.responses-parity"), "pass");
     }
 }
 

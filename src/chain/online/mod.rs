@@ -14,6 +14,7 @@ pub mod drift;
 pub mod fields;
 pub mod generation;
 pub mod reasoning;
+pub mod responses;
 pub mod server;
 pub mod template;
 pub mod tokenizer;

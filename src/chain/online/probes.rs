@@ -166,6 +166,8 @@ pub struct Observed {
     pub framing: Option<crate::chain::framing::Framing>,
     /// The replies to the request-field probes (`max_completion_tokens`, …).
     pub fields: fields::FieldReplies,
+    /// One probe sent to `/v1/responses` too (`server.responses-parity`).
+    pub responses: Option<responses::ResponsesReply>,
 }
 
 /// What the online pass found, plus each probe's determinism class (the replay uses it).
@@ -245,6 +247,7 @@ impl Online<'_> {
         findings.extend(reasoning::check(self, &observed));
         findings.extend(tool_calls::check(self, &observed));
         findings.extend(fields::check(self, &observed));
+        findings.extend(responses::check(self, &observed));
         crate::chain::policy::apply_policy(&mut findings, &self.ctx.suite.file.server);
         let determinism = observed
             .runs
@@ -302,9 +305,11 @@ impl Online<'_> {
             .as_ref()
             .map(|s| crate::chain::framing::derive(&s.template, &s.special));
         let fields = fields::gather(self, probes, framing.as_ref()).await;
+        let responses = responses::gather(self, probes).await;
         Ok(Observed {
             framing,
             fields,
+            responses,
             models,
             health_status,
             props,
