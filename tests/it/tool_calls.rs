@@ -220,9 +220,17 @@ fn transformers_serve_parses_the_call_and_fails_one_cut_inside_it() {
     suite_with_tools(dir.path(), &model, &server.url, Some("transformers"));
     let (_, report) = gate(dir.path(), &server.url, true);
     let f = finding(&report, "server.tool-call-parse");
-    // Its `/v1/responses` (stream false) gives the same reasoning and call as chat completions.
+    // Its `/v1/responses` gives the same reasoning and call as chat completions, plain and
+    // streamed (its stream: no `event:` lines, the call's arguments only in `.done`).
     let parity = finding(&report, "server.responses-parity");
     assert_eq!(parity["severity"], "pass", "{parity}");
+    assert!(
+        parity["message"]
+            .as_str()
+            .unwrap()
+            .contains("plain and streamed"),
+        "{parity}"
+    );
     assert_eq!(f["severity"], "error", "{f}\n{}", server.log_text());
     let message = f["message"].as_str().unwrap();
     assert!(

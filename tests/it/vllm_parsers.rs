@@ -101,6 +101,12 @@ fn vllm_parsers_right_missing_and_of_another_family() {
                 message(&report, check)
             );
         }
+        // Its Responses API, plain and streamed, gives the chat reply.
+        assert!(
+            message(&report, "server.responses-parity").contains("plain and streamed"),
+            "{}",
+            message(&report, "server.responses-parity")
+        );
         let framing = finding(&report, "template.reasoning-framing");
         assert_eq!(
             framing["evidence"]["vLLM"], "--reasoning-parser qwen3",

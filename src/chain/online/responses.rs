@@ -16,8 +16,13 @@ use crate::exchange::Record;
 
 const ID: &str = "server.responses-parity";
 
-/// The probe's id and what `/v1/responses` answered.
-pub type ResponsesReply = (String, Result<RawResponse, CallError>);
+/// What `/v1/responses` answered the probe: plain, and streamed (sent only when the plain reply
+/// was one to compare with).
+pub struct ResponsesReply {
+    pub probe: String,
+    pub plain: Result<RawResponse, CallError>,
+    pub streamed: Option<Result<RawResponse, CallError>>,
+}
 
 /// What a Responses reply carries, as the chat reply's fields.
 #[derive(Debug, Default, PartialEq)]
@@ -64,8 +69,21 @@ pub async fn gather(online: &Online<'_>, probes: &[Probe]) -> Option<ResponsesRe
     if let Some(tools) = probe.tools.as_ref().filter(|t| !t.is_empty()) {
         body["tools"] = Value::Array(tools.iter().map(flat_tool).collect());
     }
-    let reply = online.http.post_json("/v1/responses", &body).await;
-    Some((probe.id.clone(), reply))
+    let plain = online.http.post_json("/v1/responses", &body).await;
+    let answered = plain
+        .as_ref()
+        .is_ok_and(|r| (200..300).contains(&r.status) && r.json.as_ref().and_then(said).is_some());
+    let streamed = if answered {
+        body["stream"] = json!(true);
+        Some(online.http.post_json("/v1/responses", &body).await)
+    } else {
+        None
+    };
+    Some(ResponsesReply {
+        probe: probe.id.clone(),
+        plain,
+        streamed,
+    })
 }
 
 /// A chat tool (`{"type": "function", "function": {...}}`) as the Responses API takes it: flat.
@@ -113,6 +131,145 @@ pub fn said(v: &Value) -> Option<Said> {
         }
     }
     Some(out)
+}
+
+/// One function call as its stream events give it.
+#[derive(Default)]
+struct StreamedCall {
+    key: String,
+    name: String,
+    deltas: String,
+    done: Option<String>,
+}
+
+/// What a streaming client has assembled so far.
+#[derive(Default)]
+struct Assembly {
+    said: Said,
+    calls: Vec<StreamedCall>,
+    /// A server that sends no text deltas still says the text in `.done`.
+    text_done: String,
+    reasoning_done: String,
+}
+
+impl Assembly {
+    /// The call an event belongs to: by item id, else by its place in the output. An unknown
+    /// key opens a call on `.added`; a later event of a call whose ids do not line up goes to
+    /// the call open now (each stack streams one call after another).
+    fn call(&mut self, kind: &str, v: &Value) -> &mut StreamedCall {
+        let key = v
+            .get("item_id")
+            .or_else(|| v["item"].get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| v.get("output_index").map(Value::to_string))
+            .unwrap_or_default();
+        let opens = kind == "response.output_item.added";
+        let i = match self.calls.iter().position(|c| c.key == key) {
+            Some(i) => i,
+            None if !opens && !self.calls.is_empty() => self.calls.len() - 1,
+            None => {
+                self.calls.push(StreamedCall {
+                    key,
+                    ..StreamedCall::default()
+                });
+                self.calls.len() - 1
+            }
+        };
+        &mut self.calls[i]
+    }
+
+    /// Take one event (its JSON `data`); an `error` or `response.failed` ends the stream.
+    fn take(&mut self, v: &Value, data: &str) -> Result<(), String> {
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or_default();
+        let text = |field: &str| v.get(field).and_then(Value::as_str).unwrap_or_default();
+        let item = &v["item"];
+        let name = |n: &Value| n.as_str().filter(|n| !n.is_empty()).map(str::to_string);
+        match kind {
+            "response.output_text.delta" => self.said.text.push_str(text("delta")),
+            "response.reasoning_text.delta" => self.said.reasoning.push_str(text("delta")),
+            "response.output_text.done" => self.text_done.push_str(text("text")),
+            "response.reasoning_text.done" => self.reasoning_done.push_str(text("text")),
+            "response.output_item.added" | "response.output_item.done"
+                if item["type"] == "function_call" =>
+            {
+                let call = self.call(kind, v);
+                if let Some(n) = name(&item["name"]) {
+                    call.name = n;
+                }
+                let args = item["arguments"].as_str().filter(|a| !a.is_empty());
+                if let (Some(a), "response.output_item.done") = (args, kind) {
+                    call.done = Some(a.to_string());
+                }
+            }
+            "response.function_call_arguments.delta" => {
+                self.call(kind, v).deltas.push_str(text("delta"));
+            }
+            "response.function_call_arguments.done" => {
+                let call = self.call(kind, v);
+                call.done = Some(text("arguments").to_string());
+                if let Some(n) = name(&v["name"]) {
+                    call.name = n;
+                }
+            }
+            "error" | "response.failed" => {
+                return Err(format!(
+                    "the stream ended in `{kind}`: {}",
+                    super::show(data)
+                ))
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// What the client holds at the end: each call's arguments from their deltas, else `.done`.
+    fn finish(self) -> Said {
+        let mut out = self.said;
+        if out.text.is_empty() {
+            out.text = self.text_done;
+        }
+        if out.reasoning.is_empty() {
+            out.reasoning = self.reasoning_done;
+        }
+        for c in self.calls {
+            let args = if c.deltas.is_empty() {
+                c.done.unwrap_or_default()
+            } else {
+                c.deltas
+            };
+            out.calls.push((c.name, arguments(&Value::String(args))));
+        }
+        out
+    }
+}
+
+/// Read a streamed Responses reply the way a streaming client assembles it ([`Assembly`]). The
+/// events are keyed on their JSON `type` (transformers serve writes no `event:` lines, and no
+/// server sends `[DONE]` here).
+pub fn streamed_said(body: &[u8]) -> Result<Said, String> {
+    let mut parser = crate::endpoint::sse::SseParser::new();
+    let mut events = parser.push(body);
+    events.extend(parser.finish());
+    let mut assembly = Assembly::default();
+    let mut seen = 0;
+    for event in events {
+        let crate::endpoint::sse::SseEvent::Message { data, .. } = event else {
+            continue;
+        };
+        let Ok(v) = serde_json::from_str::<Value>(&data) else {
+            continue;
+        };
+        seen += 1;
+        assembly.take(&v, &data)?;
+    }
+    if seen == 0 {
+        return Err(format!(
+            "no Responses events in the stream: {}",
+            super::show(&String::from_utf8_lossy(body))
+        ));
+    }
+    Ok(assembly.finish())
 }
 
 /// Arguments as JSON (a string of JSON parsed; anything else kept as it came).
@@ -187,7 +344,8 @@ fn difference(chat: &Said, responses: &Said) -> Option<String> {
 
 /// `server.responses-parity`, when the probe was sent.
 pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
-    let (id, reply) = obs.responses.as_ref()?;
+    let sent = obs.responses.as_ref()?;
+    let (id, reply) = (&sent.probe, &sent.plain);
     let run = obs.runs.iter().find(|r| &r.probe.id == id)?;
     let chat = run.plain.first()?;
     let broken = if online.ctx.suite.client_relies_on("responses") {
@@ -223,29 +381,23 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
         )),
         (status, _) => Err(format!("HTTP {status}: {}", super::show(&body))),
     };
+    // A probe the server does not answer alike twice cannot be held to parity.
+    let held = if run.determinism() == Some(Determinism::Deterministic) {
+        broken
+    } else {
+        Severity::Warning
+    };
     let f = match (chat, responses) {
         (Ok(c), Ok(s)) => match difference(&said_by_chat(c), &s) {
-            None => Finding::pass(
+            None => streamed_parity(id, &s, sent.streamed.as_ref(), held),
+            Some(what) => Finding::new(
                 Server,
                 ID,
-                format!("`/v1/responses` gives the chat reply's text, reasoning and calls (probe {id})"),
-            ),
-            Some(what) => {
-                // A probe the server does not answer alike twice cannot be held to parity.
-                let severity = if run.determinism() == Some(Determinism::Deterministic) {
-                    broken
-                } else {
-                    Severity::Warning
-                };
-                Finding::new(
-                    Server,
-                    ID,
-                    severity,
-                    format!("`/v1/responses` and `/v1/chat/completions` answer the same probe differently at temperature 0 (probe {id}: {what})"),
-                )
-                .with("layer", "the server's Responses API (its own parsing or configuration of the same model)")
-                .with("fix", "start the server with the same parsers for both APIs (vLLM's --reasoning-parser, --enable-auto-tool-choice --tool-call-parser apply to both), or have clients use the API that gives the right reply")
-            }
+                held,
+                format!("`/v1/responses` and `/v1/chat/completions` answer the same probe differently at temperature 0 (probe {id}: {what})"),
+            )
+            .with("layer", "the server's Responses API (its own parsing or configuration of the same model)")
+            .with("fix", "start the server with the same parsers for both APIs (vLLM's --reasoning-parser, --enable-auto-tool-choice --tool-call-parser apply to both), or have clients use the API that gives the right reply"),
         },
         (Err(e), Ok(_)) => Finding::new(
             Server,
@@ -270,6 +422,55 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
         ),
     };
     Some(f)
+}
+
+/// The plain Responses reply matched chat; the streamed one must add up to it too.
+fn streamed_parity(
+    id: &str,
+    plain: &Said,
+    streamed: Option<&Result<RawResponse, CallError>>,
+    broken: Severity,
+) -> Finding {
+    let pass = |how: &str| {
+        Finding::pass(
+            Server,
+            ID,
+            format!("`/v1/responses` gives the chat reply's text, reasoning and calls{how} (probe {id})"),
+        )
+    };
+    let assembled = match streamed {
+        None => return pass(""),
+        Some(Err(e)) => Err(e.to_string()),
+        Some(Ok(r)) if !(200..300).contains(&r.status) => Err(format!(
+            "HTTP {}: {}",
+            r.status,
+            super::show(&String::from_utf8_lossy(&r.body))
+        )),
+        Some(Ok(r)) => streamed_said(&r.body),
+    };
+    let what = match assembled {
+        Ok(s) => match difference(plain, &s) {
+            None => return pass(", plain and streamed"),
+            Some(d) => d
+                .replace("chat completions", "plain")
+                .replace("Responses", "streamed"),
+        },
+        Err(e) => format!("the stream failed: {e}"),
+    };
+    Finding::new(
+        Server,
+        ID,
+        broken,
+        format!("`/v1/responses` streamed does not add up to its plain reply (probe {id}: {what})"),
+    )
+    .with(
+        "layer",
+        "the server's Responses streaming (its events, not the model)",
+    )
+    .with(
+        "fix",
+        "upgrade the server, or have streaming clients use chat completions",
+    )
 }
 
 #[cfg(test)]
@@ -314,6 +515,80 @@ mod tests {
         let lost = said(&captured("another-familys-tool-parser")).unwrap();
         assert!(lost.calls.is_empty() && lost.text.is_empty(), "{lost:?}");
         assert_eq!(lost.reasoning, "Paris weather.");
+    }
+
+    #[test]
+    fn a_real_responses_stream_adds_up_to_its_plain_reply() {
+        // vLLM 0.32, the right parsers, `stream: true`: `event:` lines, reasoning deltas, the
+        // call's argument deltas; its `response.completed` mints new ids (not compared).
+        let stream = |config: &str| {
+            let path = format!(
+                "{}/tests/fixtures/server-replies/vllm-0.32.0/{config}/responses-tools.sse",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let text = std::fs::read_to_string(&path).expect(&path);
+            let body = text.split_once('\n').expect("status line").1.to_string();
+            streamed_said(body.as_bytes()).unwrap()
+        };
+        let streamed = stream("right-parsers");
+        let plain = said(&captured("right-parsers")).unwrap();
+        assert_eq!(difference(&plain, &streamed), None, "{streamed:?}");
+        assert_eq!(streamed.calls.len(), 1);
+        // Without parsers: the text deltas add up to the plain message.
+        let streamed = stream("no-parsers");
+        assert_eq!(
+            difference(&said(&captured("no-parsers")).unwrap(), &streamed),
+            None
+        );
+        assert!(streamed.text.contains("<tool_call>"), "{streamed:?}");
+    }
+
+    /// transformers serve's shape (cli/serving/response.py, docs/research/responses-api.md):
+    /// no `event:` lines, no `[DONE]`, a call's arguments only in `.done`.
+    const WITHOUT_DELTAS: [&str; 5] = [
+        r#"{"type":"response.created","sequence_number":0}"#,
+        r#"{"type":"response.output_text.delta","delta":""}"#,
+        r#"{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","id":"r_tool_call_0","name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}"#,
+        r#"{"type":"response.function_call_arguments.done","item_id":"r_tool_call_0","output_index":1,"arguments":"{\"city\": \"Paris\"}"}"#,
+        r#"{"type":"response.completed","response":{}}"#,
+    ];
+
+    #[test]
+    fn a_stream_without_argument_deltas_reads_its_done_event() {
+        let body: String = WITHOUT_DELTAS
+            .iter()
+            .map(|e| format!("data: {e}\n\n"))
+            .collect();
+        let s = streamed_said(body.as_bytes()).unwrap();
+        assert_eq!(
+            s.calls,
+            vec![("get_weather".to_string(), json!({"city": "Paris"}))]
+        );
+    }
+
+    #[test]
+    fn argument_deltas_that_repeat_do_not_add_up() {
+        // Each delta the whole arguments so far (the chat fault `tool-stream-broken`, here).
+        let events = [
+            r#"{"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","id":"fc_1","name":"get_weather","arguments":""}}"#,
+            r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","delta":"{\"city\":"}"#,
+            r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","delta":"{\"city\": \"Paris\"}"}"#,
+        ];
+        let body: String = events
+            .iter()
+            .map(|e| format!("event: x\ndata: {e}\n\n"))
+            .collect();
+        let s = streamed_said(body.as_bytes()).unwrap();
+        let plain = Said {
+            calls: vec![("get_weather".into(), json!({"city": "Paris"}))],
+            ..Said::default()
+        };
+        assert!(
+            difference(&plain, &s).is_some_and(|d| d.starts_with("calls:")),
+            "{s:?}"
+        );
+        assert!(streamed_said(b"data: {\"type\":\"error\",\"message\":\"boom\"}\n\n").is_err());
+        assert!(streamed_said(b"not a stream").is_err());
     }
 
     #[test]
