@@ -136,6 +136,13 @@ pub struct ServerSection {
     pub skip: Vec<String>,
 }
 
+impl ServerSection {
+    /// Whether the suite skips `check` (its probes, where it has its own, are then not sent).
+    pub fn skips(&self, check: &str) -> bool {
+        self.skip.iter().any(|s| s == check)
+    }
+}
+
 /// Replay: stable prompts against the target, diffed with reviewed snapshots.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -6,7 +6,7 @@ use crate::verdict::{Finding, Severity};
 /// Drop skipped checks, and turn warnings of strict checks into errors. Idempotent, so every
 /// stage may apply it to what it adds.
 pub fn apply_policy(findings: &mut Vec<Finding>, policy: &ServerSection) {
-    findings.retain(|f| !policy.skip.iter().any(|s| s == f.check));
+    findings.retain(|f| !policy.skips(f.check));
     for f in findings {
         if f.severity == Severity::Warning && policy.strict.iter().any(|s| s == f.check) {
             f.severity = Severity::Error;

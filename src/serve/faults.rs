@@ -45,6 +45,8 @@ pub enum Fault {
     ToolArgumentsBroken,
     /// Streamed calls repeat the arguments so far in every delta instead of the new part.
     ToolStreamBroken,
+    /// Calls are parsed and only the first of a turn is kept: parallel calls collapse into one.
+    ParallelCallsCollapsed,
     /// Accept `tool_choice` and ignore it: calls are parsed even under "none".
     ToolChoiceIgnored,
     /// Accept `max_completion_tokens` and ignore it: only `max_tokens` limits a reply.
@@ -56,7 +58,7 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 22] = [
+    pub const ALL: [Fault; 23] = [
         Fault::BaseCheckpoint,
         Fault::DoubleBos,
         Fault::WrongTemplate,
@@ -75,6 +77,7 @@ impl Fault {
         Fault::ToolCallsAsText,
         Fault::ToolArgumentsBroken,
         Fault::ToolStreamBroken,
+        Fault::ParallelCallsCollapsed,
         Fault::ToolChoiceIgnored,
         Fault::MaxCompletionTokensIgnored,
         Fault::TemplateKwargsIgnored,
@@ -94,7 +97,10 @@ impl Fault {
     pub fn needs_tool_calls(self) -> bool {
         matches!(
             self,
-            Fault::ToolCallsAsText | Fault::ToolArgumentsBroken | Fault::ToolStreamBroken
+            Fault::ToolCallsAsText
+                | Fault::ToolArgumentsBroken
+                | Fault::ToolStreamBroken
+                | Fault::ParallelCallsCollapsed
         )
     }
 
@@ -131,6 +137,7 @@ impl Fault {
             Fault::ToolCallsAsText => "tool-calls-as-text",
             Fault::ToolArgumentsBroken => "tool-arguments-broken",
             Fault::ToolStreamBroken => "tool-stream-broken",
+            Fault::ParallelCallsCollapsed => "parallel-calls-collapsed",
             Fault::ToolChoiceIgnored => "tool-choice-ignored",
             Fault::MaxCompletionTokensIgnored => "max-completion-tokens-ignored",
             Fault::TemplateKwargsIgnored => "template-kwargs-ignored",
@@ -227,6 +234,9 @@ Faults (--fault NAME, repeatable; each changes exactly what it says and nothing 
                         ({'city': 'Paris'}), not JSON [server: tool-call parse]
   tool-stream-broken    streamed calls repeat all the arguments so far in every delta, so the
                         deltas do not add up to the call [server: tool-call parse]
+  parallel-calls-collapsed
+                        calls are parsed and only the first of a turn is kept: the model's
+                        other calls are lost, plain and streamed [server: tool-call parse]
   tool-choice-ignored   accepts `tool_choice` and ignores it: calls come back under \"none\"
                         [server: tool choice]
   max-completion-tokens-ignored

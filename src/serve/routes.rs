@@ -20,7 +20,7 @@ use super::openai::{
 use super::sse::{self, Kind, StreamSpec, ToolStream};
 use super::AppState;
 use crate::endpoint::Generation;
-use crate::template::calls::ToolCall;
+use crate::template::calls::{Parsed, ToolCall};
 use crate::template::framing::{Call, Splitter};
 
 /// The largest request body accepted.
@@ -251,6 +251,20 @@ fn tool_parser(st: &AppState, parse_tools: bool) -> Option<Call> {
     st.tool_calls.clone()
 }
 
+/// The calls in a reply, as the tool-call parser reads them; under `parallel-calls-collapsed`,
+/// only the first of them (a parser that reads one call a turn).
+pub(super) fn parse_calls(
+    call: &Call,
+    text: &str,
+    faults: &crate::serve::faults::Faults,
+) -> Option<Parsed> {
+    let mut parsed = call.parse(text)?;
+    if faults.has(Fault::ParallelCallsCollapsed) {
+        parsed.calls.truncate(1);
+    }
+    Some(parsed)
+}
+
 /// A parsed call as the API carries it; under `tool-arguments-broken`, its arguments written as
 /// a Python dict.
 pub(super) fn api_call(call: &ToolCall, faults: &crate::serve::faults::Faults) -> Value {
@@ -302,7 +316,8 @@ async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError
         }
     }
     let mut finish_reason = finish_reason_str(g.finish_reason);
-    let parsed = tools.and_then(|call| call.parse(message["content"].as_str().unwrap_or("")));
+    let content = message["content"].as_str().unwrap_or("");
+    let parsed = tools.and_then(|call| parse_calls(&call, content, &st.faults));
     if let Some(parsed) = parsed.filter(|p| !p.calls.is_empty()) {
         // vLLM's hermes parser: the text before the first call is the content, null when none.
         message["content"] = match parsed.content.trim() {

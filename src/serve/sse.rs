@@ -362,7 +362,8 @@ impl StreamState {
         let Some(tools) = self.spec.tools.take() else {
             return false;
         };
-        let parsed = tools.call.parse(&tools.held).unwrap_or_default();
+        let parsed = super::routes::parse_calls(&tools.call, &tools.held, &self.spec.faults)
+            .unwrap_or_default();
         if parsed.calls.is_empty() {
             self.send_content(&tools.held);
             return false;

@@ -20,7 +20,7 @@ pub struct Options {
     /// Replace the files a stand-in consists of in an `out` that already holds some.
     pub force: bool,
     /// A scripted stand-in: every greedy reply is this text, then the turn terminator
-    /// (`weights::scripted`), instead of words from random weights.
+    /// (`scripted::scripted`), instead of words from random weights.
     pub reply: Option<String>,
     /// Keep the source's exact dimensions (its own config.json) and write bf16 weights, as the
     /// real checkpoint ships: a model of the real one's size and cost, not its behaviour
@@ -122,7 +122,7 @@ pub fn build(o: &Options) -> Result<Built> {
 
     let shape = weights::Shape::from_config(&config);
     let picked = match &o.reply {
-        Some(reply) => weights::scripted(o, &shape, &tokenizer, reply)?,
+        Some(reply) => scripted::scripted(o, &shape, &tokenizer, reply)?,
         None => weights::build(o, &shape, &tokenizer)?,
     };
     files.push("model.safetensors".into());

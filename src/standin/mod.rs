@@ -10,6 +10,7 @@
 //! docs/research/hf-to-gguf.md) — so one stand-in runs in-process, on transformers stacks and on
 //! llama.cpp.
 mod gguf;
+mod scripted;
 mod weights;
 
 mod build;

@@ -196,7 +196,7 @@ pub fn build(o: &Options, shape: &Shape, tokenizer: &tokenizers::Tokenizer) -> R
     })
 }
 
-fn c(e: candle_core::Error) -> Error {
+pub(super) fn c(e: candle_core::Error) -> Error {
     Error::input(format!("building the stand-in's weights: {e}"))
 }
 
@@ -216,7 +216,7 @@ fn filled(n: usize, v: f32) -> Result<Tensor> {
 }
 
 /// Everything but the output head.
-fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<String, Tensor>> {
+pub(super) fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<String, Tensor>> {
     let mut t = HashMap::new();
     let h = s.hidden;
     // Attention as strong as the embedding, so the context moves the next word; the MLP weaker.
@@ -320,7 +320,11 @@ fn with_row(m: &Tensor, i: usize, row: &Tensor) -> Result<Tensor> {
     Tensor::cat(&parts, 0).map_err(c)
 }
 
-fn save(out: &std::path::Path, tensors: &HashMap<String, Tensor>, dtype: DType) -> Result<()> {
+pub(super) fn save(
+    out: &std::path::Path,
+    tensors: &HashMap<String, Tensor>,
+    dtype: DType,
+) -> Result<()> {
     let path = out.join("model.safetensors");
     // candle writes the file in place; a temporary name and a rename keep it whole.
     let tmp = out.join(".chatgate-standin-weights.tmp");
@@ -372,7 +376,7 @@ fn word_tokens(tokenizer: &tokenizers::Tokenizer, vocab: usize, tied: bool) -> V
 }
 
 /// The first special token the template writes after an assistant message's content.
-fn turn_terminator(dir: &std::path::Path) -> Result<Option<(u32, String)>> {
+pub(super) fn turn_terminator(dir: &std::path::Path) -> Result<Option<(u32, String)>> {
     let m = CandleModel::load(dir)?;
     let marker = "standinmarker";
     let chat = [
@@ -416,255 +420,4 @@ fn replies_ending(dir: &std::path::Path, term: u32) -> Result<usize> {
         }
     }
     Ok(n)
-}
-
-/// Weights whose greedy reply to any prompt is `reply`, then the turn terminator: a stand-in
-/// that emits a family's real framing (a `<tool_call>` block, a think block) where random
-/// weights never would.
-///
-/// Every layer's output projections are zero, so the residual stream carries the last token's
-/// embedding to the head unchanged: the model is a bigram table. `reply` is spelt with token
-/// ids used once each (the search picks other spellings of repeated text), so each id names
-/// its successor. Every embedding is `u + r`, with `u` shared and the `r`s orthonormal for the
-/// reply's ids; the head scores the reply's first id on `u` (any token leads into the reply)
-/// and each next id on its predecessor's `r`, twice as high (inside the reply, the reply goes
-/// on).
-pub fn scripted(
-    o: &Options,
-    shape: &Shape,
-    tokenizer: &tokenizers::Tokenizer,
-    reply: &str,
-) -> Result<Picked> {
-    if shape.tied() {
-        return Err(Error::input(format!(
-            "a scripted reply needs an output head apart from the embedding; {} ties them",
-            shape.model_type
-        )));
-    }
-    let mut rng = rand::rngs::StdRng::seed_from_u64(o.seed);
-    let mut tensors = body(shape, &mut rng)?;
-    for (name, t) in tensors.iter_mut() {
-        let output = name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight");
-        if output {
-            *t = t.zeros_like().map_err(c)?;
-        }
-    }
-    let zero_head =
-        Tensor::zeros((shape.vocab, shape.hidden), DType::F32, &Device::Cpu).map_err(c)?;
-    tensors.insert("lm_head.weight".into(), zero_head);
-    save(&o.out, &tensors, shape.dtype)?;
-    let (term_id, term_text) = turn_terminator(&o.out)?.ok_or_else(|| {
-        Error::input("a scripted reply ends with the template's turn terminator, and the template writes none after an assistant turn")
-    })?;
-    let starts = prompt_ends(&o.out)?;
-    let mut avoid: std::collections::HashSet<u32> = starts.iter().copied().collect();
-    avoid.insert(term_id);
-    let mut ids = spell(tokenizer, reply, shape.vocab, &avoid).ok_or_else(|| {
-        Error::input(format!(
-            "{reply:?} cannot be spelt with token ids used once each (and none a prompt ends on)"
-        ))
-    })?;
-    ids.push(term_id);
-    if shape.hidden < ids.len() + 2 {
-        return Err(Error::input(format!(
-            "a scripted reply of {} tokens needs a hidden width over {}; got {}",
-            ids.len(),
-            ids.len() + 1,
-            shape.hidden
-        )));
-    }
-    let (embed, head) = bigram(&mut rng, shape, &ids)?;
-    tensors.insert("model.embed_tokens.weight".into(), embed);
-    tensors.insert("lm_head.weight".into(), head);
-    save(&o.out, &tensors, shape.dtype)?;
-    Ok(Picked {
-        tensors,
-        terminator: Some((term_id, term_text.clone())),
-        ending: (1, 1),
-        notes: vec![format!(
-            "scripted: every greedy reply is {reply:?} then {term_text:?} ({} tokens)",
-            ids.len()
-        )],
-    })
-}
-
-/// `text` as token ids, each used once and none in `avoid`; None when no spelling exists.
-///
-/// The tokenizer's own encoding first: it is what a real model of the family emits, and what
-/// servers' parsers expect — vLLM's streaming reasoning and tool parsers find `</think>` and
-/// `<tool_call>` by their token ids, so a marker spelt with ordinary tokens (`.</`, `think`,
-/// `>`) would test the stand-in, not the server. Where that encoding repeats an id, the text is
-/// cut at the tokenizer's added tokens (each kept whole, as its one id) and the parts between
-/// are spelt longest pieces first.
-fn spell(
-    tokenizer: &tokenizers::Tokenizer,
-    text: &str,
-    vocab: usize,
-    avoid: &std::collections::HashSet<u32>,
-) -> Option<Vec<u32>> {
-    if let Ok(enc) = tokenizer.encode(text, false) {
-        let ids = enc.get_ids();
-        let unique: std::collections::HashSet<u32> = ids.iter().copied().collect();
-        if unique.len() == ids.len()
-            && ids
-                .iter()
-                .all(|i| !avoid.contains(i) && (*i as usize) < vocab)
-        {
-            return Some(ids.to_vec());
-        }
-    }
-    let added: Vec<(String, u32)> = tokenizer
-        .get_added_tokens_decoder()
-        .into_iter()
-        .filter(|(id, t)| (*id as usize) < vocab && !t.content.is_empty())
-        .map(|(id, t)| (t.content, id))
-        .collect();
-    let mut pieces: HashMap<String, Vec<u32>> = HashMap::new();
-    for id in 0..vocab as u32 {
-        if avoid.contains(&id) || added.iter().any(|(_, a)| *a == id) {
-            continue;
-        }
-        if let Ok(t) = tokenizer.decode(&[id], false) {
-            if !t.is_empty() && !t.contains('\u{FFFD}') && text.contains(t.as_str()) {
-                pieces.entry(t).or_default().push(id);
-            }
-        }
-    }
-    let mut by_len: Vec<(&String, &Vec<u32>)> = pieces.iter().collect();
-    by_len.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(b.0)));
-    let mut used = std::collections::HashSet::new();
-    let mut out = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        // The next added token in the text (the longest at the earliest place).
-        let next = added
-            .iter()
-            .filter_map(|(t, id)| rest.find(t.as_str()).map(|at| (at, t.len(), *id)))
-            .min_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        let (plain, marker) = match next {
-            Some((at, len, id)) => (&rest[..at], Some((len, id, at))),
-            None => (rest, None),
-        };
-        if !spell_from(plain, &by_len, &mut used, &mut out, &mut 0) {
-            return None;
-        }
-        let Some((len, id, at)) = marker else { break };
-        if avoid.contains(&id) || !used.insert(id) {
-            return None;
-        }
-        out.push(id);
-        rest = &rest[at + len..];
-    }
-    Some(out)
-}
-
-/// Depth-first: the longest unused piece `rest` starts with, then the rest of it.
-fn spell_from(
-    rest: &str,
-    pieces: &[(&String, &Vec<u32>)],
-    used: &mut std::collections::HashSet<u32>,
-    out: &mut Vec<u32>,
-    tries: &mut usize,
-) -> bool {
-    if rest.is_empty() {
-        return true;
-    }
-    *tries += 1;
-    if *tries > 100_000 {
-        return false;
-    }
-    for (piece, ids) in pieces {
-        if !rest.starts_with(piece.as_str()) {
-            continue;
-        }
-        let Some(&id) = ids.iter().find(|id| !used.contains(id)) else {
-            continue;
-        };
-        used.insert(id);
-        out.push(id);
-        if spell_from(&rest[piece.len()..], pieces, used, out, tries) {
-            return true;
-        }
-        out.pop();
-        used.remove(&id);
-    }
-    false
-}
-
-/// The last token of the prompts a request can render (with and without tools): they lead into
-/// the reply, so the reply cannot use them.
-fn prompt_ends(dir: &std::path::Path) -> Result<Vec<u32>> {
-    let m = CandleModel::load(dir)?;
-    let tools = json!([{"type": "function", "function": {"name": "f", "description": "d",
-        "parameters": {"type": "object", "properties": {}}}}]);
-    let chat = [json!({"role": "user", "content": "Hi"})];
-    let mut ends = Vec::new();
-    for t in [None, Some(&tools)] {
-        if let Ok((_, ids)) = m.render_chat(&chat, t, true) {
-            ends.extend(ids.last().copied());
-        }
-    }
-    Ok(ends)
-}
-
-/// The embedding and head of a bigram model reading `chain` (see [`scripted`]).
-fn bigram(rng: &mut rand::rngs::StdRng, shape: &Shape, chain: &[u32]) -> Result<(Tensor, Tensor)> {
-    let (v, h) = (shape.vocab, shape.hidden);
-    let normal = Normal::new(0f32, 1.0).map_err(|e| Error::input(e.to_string()))?;
-    // An orthonormal basis: u, then one r per chain id (Gram-Schmidt on random vectors).
-    let mut basis: Vec<Vec<f32>> = Vec::new();
-    while basis.len() < chain.len() + 1 {
-        let mut x: Vec<f32> = (0..h).map(|_| normal.sample(rng)).collect();
-        for b in &basis {
-            let d = dot(&x, b);
-            x.iter_mut().zip(b).for_each(|(xi, bi)| *xi -= d * bi);
-        }
-        let n = dot(&x, &x).sqrt();
-        if n > 1e-3 {
-            basis.push(x.into_iter().map(|xi| xi / n).collect());
-        }
-    }
-    let u = &basis[0];
-    let mut r_of: HashMap<u32, &Vec<f32>> = HashMap::new();
-    for (i, &id) in chain.iter().enumerate() {
-        r_of.insert(id, &basis[i + 1]);
-    }
-    let mut embed = vec![0f32; v * h];
-    for t in 0..v {
-        let row = &mut embed[t * h..(t + 1) * h];
-        let r: Vec<f32> = match r_of.get(&(t as u32)) {
-            Some(r) => r.to_vec(),
-            None => {
-                // Any other token: a random direction clear of u and of every chain r.
-                let mut x: Vec<f32> = (0..h).map(|_| normal.sample(rng)).collect();
-                for b in &basis {
-                    let d = dot(&x, b);
-                    x.iter_mut().zip(b).for_each(|(xi, bi)| *xi -= d * bi);
-                }
-                let n = dot(&x, &x).sqrt().max(1e-6);
-                x.into_iter().map(|xi| xi / n).collect()
-            }
-        };
-        for j in 0..h {
-            row[j] = u[j] + r[j];
-        }
-    }
-    let mut head = vec![0f32; v * h];
-    let mut set = |id: u32, dir: &[f32], scale: f32| {
-        let row = &mut head[id as usize * h..(id as usize + 1) * h];
-        for j in 0..h {
-            row[j] = dir[j] * scale;
-        }
-    };
-    set(chain[0], u, 4.0);
-    for pair in chain.windows(2) {
-        set(pair[1], r_of[&pair[0]], 8.0);
-    }
-    let embed = Tensor::from_vec(embed, (v, h), &Device::Cpu).map_err(c)?;
-    let head = Tensor::from_vec(head, (v, h), &Device::Cpu).map_err(c)?;
-    Ok((embed, head))
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }

@@ -244,6 +244,12 @@ fn serve_fault(f: Fault) -> (&'static str, &'static str, &'static str, &'static 
             "server",
             "server.tool-call-parse",
         ),
+        Fault::ParallelCallsCollapsed => (
+            "parallel calls collapsed",
+            "keeps the first call of a turn and loses the rest",
+            "server",
+            "server.tool-call-parse",
+        ),
         Fault::ToolChoiceIgnored => (
             "request field accepted but ignored",
             "ignores `tool_choice` (calls come back under \"none\")",
@@ -310,6 +316,36 @@ fn latency_not_judged(r: &GateReport, check: &str) -> bool {
     })
 }
 
+/// `parallel-calls-collapsed` needs a model that writes two calls in one turn: the Qwen3
+/// stand-in scripted with two `<tool_call>` blocks, probes with room for both.
+async fn parallel_call_row(rows: &mut Vec<Row>) {
+    let model = crate::common::families::Family::scripted(
+        &crate::tool_calls::qwen3(),
+        crate::tool_calls::PARALLEL,
+    )
+    .0;
+    let ws = tempfile::tempdir().expect("tempdir");
+    let dir = ws.path().to_path_buf();
+    let healthy = serve_model(&model, &[], None).await;
+    let (url, m, d) = (healthy.url(), model.clone(), dir.clone());
+    tokio::task::spawn_blocking(move || {
+        crate::tool_calls::suite_with_tools(&d, &m, &url, None);
+        crate::tool_calls::probe_budget(&d, 64);
+    })
+    .await
+    .expect("init");
+    healthy.stop().await.expect("stop");
+    let fault = Fault::ParallelCallsCollapsed;
+    let (class, what, boundary, check) = serve_fault(fault);
+    let server = serve_model(&model, &[fault], None).await;
+    let r = gate(dir.join("suite.toml"), Some(server.url())).await;
+    server.stop().await.expect("stop");
+    let how = format!(
+        "`chatgate serve --fault {fault}` over a Qwen3 stand-in that writes two calls: {what}"
+    );
+    rows.push(Row::new(class, how, boundary, check).judge(&r));
+}
+
 /// The reasoning parser's faults on a reasoning family: the DeepSeek-R1 stand-in of
 /// tests/it/reasoning_split.rs (its generation prompt opens `<think>`), with a suite `init`
 /// wrote against the healthy `chatgate serve` (without SFT rows: see that file).
@@ -374,7 +410,8 @@ async fn tool_call_rows(rows: &mut Vec<Row>) {
     healthy.stop().await.expect("stop");
     let tool_faults = Fault::ALL
         .into_iter()
-        .filter(|f| f.needs_tool_calls() || f.ignored_field().is_some());
+        .filter(|f| f.needs_tool_calls() || f.ignored_field().is_some())
+        .filter(|f| *f != Fault::ParallelCallsCollapsed);
     for fault in tool_faults {
         let (class, what, boundary, check) = serve_fault(fault);
         let server = serve_model(&model, &[fault], None).await;
@@ -383,6 +420,7 @@ async fn tool_call_rows(rows: &mut Vec<Row>) {
         let how = format!("`chatgate serve --fault {fault}` over a Qwen3 stand-in: {what}");
         rows.push(Row::new(class, how, boundary, check).judge(&r));
     }
+    parallel_call_row(rows).await;
     let row = Row::new(
         "tool calls returned as text",
         "llama-cpp-python (its default chat format: no tool-call parser) over a Qwen3 stand-in's GGUF".to_string(),

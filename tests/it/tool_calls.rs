@@ -24,6 +24,23 @@ use crate::reasoning_split::{gate, init, Serve};
 pub(crate) const CALL: &str =
     "<tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}</tool_call>";
 
+/// Two calls in one turn: `<tool_call>` written twice (the stand-in reads the token before it
+/// to know which call comes next).
+pub(crate) const PARALLEL: &str = "<tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}</tool_call><tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Tokyo\"}}</tool_call>";
+
+/// The suite's `[server] max_tokens`: the probes' budget (default 24 tokens).
+pub(crate) fn probe_budget(dir: &Path, tokens: u32) {
+    let path = dir.join("suite.toml");
+    let text = std::fs::read_to_string(&path).expect("suite.toml");
+    assert!(text.contains("\n[server]\n"), "{text}");
+    let text = text.replacen(
+        "\n[server]\n",
+        &format!("\n[server]\nmax_tokens = {tokens}\n"),
+        1,
+    );
+    std::fs::write(&path, text).expect("suite.toml");
+}
+
 /// The Qwen3 stand-in that always calls `get_weather` (built once, cached).
 pub(crate) fn standin() -> PathBuf {
     qwen3().scripted(CALL).0
@@ -147,7 +164,16 @@ fn chatgate_serve_parses_the_call_the_model_wrote() {
     ] {
         assert_eq!(finding(&report, check)["severity"], "pass", "{check}");
     }
-    // It has no constrained decoding: it refuses structured output rather than ignore it.
+    // It has no constrained decoding: it refuses `tool_choice: "required"` and structured
+    // output rather than ignore them.
+    let choices = crate::common::report_json::findings_of(&report, "server.tool-choice");
+    assert!(
+        choices.iter().any(|f| f["severity"] == "warning"
+            && f["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("refuses `tool_choice (\"required\")`"))),
+        "{choices:?}"
+    );
     let format = finding(&report, "server.response-format");
     assert_eq!(format["severity"], "warning", "{format}");
     assert!(
@@ -155,6 +181,44 @@ fn chatgate_serve_parses_the_call_the_model_wrote() {
         "{format}"
     );
     assert_eq!(code, 0, "healthy: {}", report["first_broken"]);
+}
+
+/// Parallel calls: a stand-in whose every reply is two `<tool_call>` blocks. The healthy
+/// `chatgate serve` returns both, in order, plain and streamed, and the gate says they were
+/// kept; under `parallel-calls-collapsed` (a parser that reads one call a turn) the second call
+/// is lost and `server.tool-call-parse` names it, as the first broken boundary.
+#[test]
+fn parallel_calls_are_kept_and_a_collapsing_parser_is_caught() {
+    let model = qwen3().scripted(PARALLEL).0;
+    let server = Serve::start(&model, &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    suite_with_tools(dir.path(), &model, &server.url, None);
+    probe_budget(dir.path(), 64);
+    // Accepting the snapshots (both calls in them) is the healthy run.
+    let (code, report) = gate(dir.path(), &server.url, true);
+    let f = finding(&report, "server.tool-call-parse");
+    assert_eq!(f["severity"], "pass", "{f}");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("parallel calls kept (2 in one reply)"),
+        "{f}"
+    );
+    assert_eq!(code, 0, "healthy: {}", report["first_broken"]);
+    drop(server);
+
+    let server = Serve::start(&model, &["parallel-calls-collapsed"]);
+    let (code, report) = gate(dir.path(), &server.url, false);
+    assert_eq!(code, 1);
+    let f = finding(&report, "server.tool-call-parse");
+    assert_eq!(f["severity"], "error", "{f}");
+    let m = f["message"].as_str().unwrap();
+    assert!(
+        m.contains("the model wrote 2 call(s) and the reply carries 1 (parallel calls collapsed)"),
+        "{m}"
+    );
+    assert_eq!(report["first_broken"]["check"], "server.tool-call-parse");
 }
 
 /// llama-cpp-python 0.3.36 started as users start it (the model's own template, no
@@ -274,8 +338,8 @@ fn transformers_serve_parses_the_call_and_fails_one_cut_inside_it() {
     }
 }
 
-/// A reply the bigram table cannot write (one id needed twice with two successors) is refused
-/// with the reason and exit 2.
+/// A reply the table cannot write (2000 `a`s: every spelling revisits a pair of tokens, which
+/// must name one next token) is refused with the reason and exit 2.
 #[test]
 fn a_reply_a_standin_cannot_script_is_refused() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -297,7 +361,7 @@ fn a_reply_a_standin_cannot_script_is_refused() {
     );
     assert_eq!(code, 2, "{stdout}{stderr}");
     assert!(
-        stderr.contains("cannot be spelt with token ids used once each"),
+        stderr.contains("cannot be spelt for a scripted stand-in"),
         "{stderr}"
     );
 }

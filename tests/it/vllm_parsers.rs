@@ -20,12 +20,13 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::common::families::Family;
-use crate::common::report_json::{errors, finding};
+use crate::common::report_json::{errors, finding, findings_of};
 use crate::common::vllm::Vllm;
 
-/// What the stand-in writes: a short thought, then the call (Qwen3's tags are added tokens; no
-/// newline inside, which is the token every prompt ends on).
-const REPLY: &str = "<think>Paris weather.</think><tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}</tool_call>";
+/// What the stand-in writes: a short thought, then two parallel calls (Qwen3's tags are added
+/// tokens, `<tool_call>` written twice: the stand-in reads the token before it; no newline
+/// inside, which is the token every prompt ends on).
+const REPLY: &str = "<think>Paris and Tokyo weather.</think><tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}</tool_call><tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Tokyo\"}}</tool_call>";
 
 /// Qwen3 as its files ship: the real tokenizer and template, the qwen3 architecture.
 fn qwen3() -> Family {
@@ -52,6 +53,8 @@ fn suite(dir: &Path, model: &Path, url: &str) {
         "reasoning_field = \"reasoning\"",
     );
     std::fs::write(&path, text).expect("suite.toml");
+    // The thought and both calls are 44 tokens: more than the probes' default budget.
+    crate::tool_calls::probe_budget(dir, 64);
 }
 
 fn severity<'a>(report: &'a Value, check: &str) -> &'a str {
@@ -101,6 +104,22 @@ fn vllm_parsers_right_missing_and_of_another_family() {
                 message(&report, check)
             );
         }
+        // `tool_choice: "required"` after a greeting: its grammar forces a call.
+        let choices = findings_of(&report, "server.tool-choice");
+        assert!(
+            choices.iter().any(|f| f["severity"] == "pass"
+                && f["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("`tool_choice: \"required\"` is honoured"))),
+            "{choices:?}"
+        );
+        // Both calls of the turn kept, plain and streamed.
+        assert!(
+            message(&report, "server.tool-call-parse")
+                .contains("parallel calls kept (2 in one reply)"),
+            "{}",
+            message(&report, "server.tool-call-parse")
+        );
         // Its Responses API, plain and streamed, gives the chat reply.
         assert!(
             message(&report, "server.responses-parity").contains("plain and streamed"),
@@ -212,9 +231,17 @@ fn the_captured_vllm_replies_show_each_configuration() {
     let right = read("right-parsers", "chat-tools");
     assert_eq!(right["status"], 200);
     let m = &right["body"]["choices"][0]["message"];
-    assert_eq!(m["reasoning"], "Paris weather.");
+    assert_eq!(m["reasoning"], "Paris and Tokyo weather.");
     assert!(m["content"].is_null());
-    assert_eq!(m["tool_calls"][0]["function"]["name"], "get_weather");
+    // Both parallel calls, in order, their arguments JSON.
+    let calls = m["tool_calls"].as_array().expect("tool_calls");
+    assert_eq!(calls.len(), 2, "{m}");
+    for (call, city) in calls.iter().zip(["Paris", "Tokyo"]) {
+        assert_eq!(call["function"]["name"], "get_weather");
+        let args: Value =
+            serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+        assert_eq!(args["city"], city);
+    }
     assert!(
         m.get("reasoning_content").is_none(),
         "0.32 writes `reasoning` only"
@@ -224,7 +251,7 @@ fn the_captured_vllm_replies_show_each_configuration() {
     let plain = read("no-parsers", "chat");
     assert!(plain["body"]["choices"][0]["message"]["content"]
         .as_str()
-        .is_some_and(|c| c.starts_with("<think>Paris weather.</think>")));
+        .is_some_and(|c| c.starts_with("<think>Paris and Tokyo weather.</think>")));
     let xml = read("another-familys-tool-parser", "chat-tools");
     let m = &xml["body"]["choices"][0]["message"];
     assert!(m["content"].is_null() && m["tool_calls"].as_array().is_none_or(|c| c.is_empty()));
@@ -232,5 +259,9 @@ fn the_captured_vllm_replies_show_each_configuration() {
     let sse = std::fs::read_to_string(root.join("right-parsers/chat-tools.sse")).expect("sse");
     assert!(sse.starts_with("HTTP 200\n"));
     assert!(sse.contains("\"name\":\"get_weather\""), "{sse}");
+    assert!(
+        sse.contains("\"index\":1"),
+        "the second call streamed: {sse}"
+    );
     assert!(sse.trim_end().ends_with("data: [DONE]"));
 }

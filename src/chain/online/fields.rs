@@ -8,8 +8,10 @@
 //! - `chat_template_kwargs` (vLLM, SGLang, llama-server: the template's switches, such as
 //!   Qwen3's `enable_thinking`): the prompt the server renders must change as the template
 //!   says, which its prompt token count shows;
-//! - `tool_choice: "none"`: no call may come back; and a named function (a decoy the probe adds
-//!   beside its own tools, which the model has no reason to call): the call must be to it.
+//! - `tool_choice: "none"`: no call may come back; a named function (a decoy the probe adds
+//!   beside its own tools, which the model has no reason to call): the call must be to it; and
+//!   `"required"` after a greeting no tool answers: a call to one of the offered tools must come
+//!   back (BUG-ZOO: vLLM 44216 and 54808 return prose under `required`).
 //!
 //! Severity follows the suite's `[client] relies_on`: an error for what the client relies on,
 //! a warning otherwise (without the list, the recorded client's requests show which fields it
@@ -44,6 +46,8 @@ pub struct FieldReplies {
     pub tool_choice_none: Option<(String, Reply)>,
     /// The same probe with [`NAMED`] added to its tools and named in `tool_choice`.
     pub tool_choice_named: Option<(String, Reply)>,
+    /// The same probe's tools after [`GREETING`], with `tool_choice: "required"`.
+    pub tool_choice_required: Option<(String, Reply)>,
     /// The first probe with `response_format` set to [`schema`].
     pub response_format: Option<(String, Reply)>,
     /// The first probe that offers tools, cut at [`TOOL_CUT_TOKENS`]: where the model calls, the
@@ -57,6 +61,9 @@ pub const NAMED: &str = "chatgate_named_choice";
 
 /// Tokens the named `tool_choice` probe may take (room for reasoning, then a small call).
 const NAMED_CHOICE_TOKENS: u32 = 64;
+
+/// What the `required` probe says: nothing a tool answers, so a call comes from the request.
+const GREETING: &str = "Hello!";
 
 fn named_tool() -> Value {
     json!({"type": "function", "function": {
@@ -102,7 +109,7 @@ pub async fn gather(
     let mut out = FieldReplies::default();
     // A check the suite skips (`[server] skip`) sends no probe: skipping a known quirk also
     // spares the server its request.
-    let wanted = |check: &str| !online.ctx.suite.file.server.skip.iter().any(|s| s == check);
+    let wanted = |check: &str| !online.ctx.suite.file.server.skips(check);
     // The fields that are not about tools are asked on a probe without tools, so that what
     // the server does with tools (a call cut by the token budget) is not taken for them.
     let offers = |p: &&Probe| p.tools.as_ref().is_some_and(|t| !t.is_empty());
@@ -151,6 +158,11 @@ pub async fn gather(
             json!({"type": "function", "function": {"name": NAMED}}),
         );
         out.tool_choice_named = Some((p.id.clone(), online.http.chat(&req).await));
+        let mut req = online.request(p, seed, false);
+        req.max_tokens = Some(NAMED_CHOICE_TOKENS);
+        req.messages = vec![json!({"role": "user", "content": GREETING})];
+        req.extra.insert("tool_choice".into(), json!("required"));
+        out.tool_choice_required = Some((p.id.clone(), online.http.chat(&req).await));
     }
     if let Some(p) = tooled.filter(|_| wanted("server.tool-call-parse")) {
         let mut req = online.request(p, seed, false);
@@ -192,6 +204,11 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
         f.tool_choice_named
             .as_ref()
             .map(|(id, r)| tool_choice_named(online, id, r)),
+    );
+    out.extend(
+        f.tool_choice_required
+            .as_ref()
+            .map(|(id, r)| tool_choice_required(online, id, r)),
     );
     out.extend(
         f.response_format
@@ -354,6 +371,45 @@ fn tool_choice_none(online: &Online, probe: &str, r: &Result<Record, CallError>)
     .with("fix", "the server must not return calls when the request forbids them; until it is fixed, a client that sends `tool_choice: \"none\"` must not send `tools`")
 }
 
+/// `tool_choice: "required"` after a greeting: the reply must call one of the offered tools.
+/// Only that a call came back, and to which function, is judged: a server forces the call's
+/// shape, and an untrained stand-in forced into one writes arguments no schema would take.
+fn tool_choice_required(online: &Online, probe: &str, r: &Result<Record, CallError>) -> Finding {
+    const ID: &str = "server.tool-choice";
+    let rec = match r {
+        Ok(rec) => rec,
+        Err(e) => return refused(ID, "tool_choice (\"required\")", probe, e),
+    };
+    let names = called(rec);
+    if !names.is_empty() {
+        return Finding::pass(
+            Server,
+            ID,
+            format!("`tool_choice: \"required\"` is honoured: after {GREETING:?} the reply calls `{}` (probe {probe}'s tools)", names.join("`, `")),
+        );
+    }
+    Finding::new(
+        Server,
+        ID,
+        ignored(online, "tool_choice"),
+        format!("the server ignores `tool_choice: \"required\"`: after {GREETING:?} the reply holds no call (probe {probe}'s tools): {}", super::show(&rec.text)),
+    )
+    .with("layer", "the server API (`required` must force a call: vLLM constrains the decoding to its tools' calls)")
+    .with("fix", "serve with a stack and parser that force required tool choices (vLLM with --enable-auto-tool-choice and a --tool-call-parser), or do not rely on them")
+}
+
+/// The names of the functions a reply calls.
+fn called(rec: &Record) -> Vec<&str> {
+    rec.tool_calls
+        .iter()
+        .filter_map(|c| {
+            c.pointer("/function/name")
+                .or_else(|| c.get("name"))
+                .and_then(Value::as_str)
+        })
+        .collect()
+}
+
 /// A named `tool_choice`: the reply must call the named function (the decoy no prompt asks
 /// for), whatever the model would have chosen.
 fn tool_choice_named(online: &Online, probe: &str, r: &Result<Record, CallError>) -> Finding {
@@ -362,15 +418,7 @@ fn tool_choice_named(online: &Online, probe: &str, r: &Result<Record, CallError>
         Ok(rec) => rec,
         Err(e) => return refused(ID, "tool_choice (a named function)", probe, e),
     };
-    let names: Vec<&str> = rec
-        .tool_calls
-        .iter()
-        .filter_map(|c| {
-            c.pointer("/function/name")
-                .or_else(|| c.get("name"))
-                .and_then(Value::as_str)
-        })
-        .collect();
+    let names = called(rec);
     if names.contains(&NAMED) {
         return Finding::pass(
             Server,

@@ -292,7 +292,7 @@ impl Online<'_> {
         };
         let sampling_prompt = self.sampling_prompt();
         // Skipped (`[server] skip`), the sampling check sends no probe either.
-        let skipped = |check: &str| self.ctx.suite.file.server.skip.iter().any(|s| s == check);
+        let skipped = |check: &str| self.ctx.suite.file.server.skips(check);
         let sampling = if skipped("generation.sampling-honoured") {
             Vec::new()
         } else {

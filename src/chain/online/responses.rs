@@ -36,8 +36,7 @@ pub struct Said {
 /// Send the probe to `/v1/responses` (none when the suite skips the check, or no probe is a plain
 /// conversation the Responses API can take as input messages).
 pub async fn gather(online: &Online<'_>, probes: &[Probe]) -> Option<ResponsesReply> {
-    let skipped = online.ctx.suite.file.server.skip.iter().any(|s| s == ID);
-    if skipped {
+    if online.ctx.suite.file.server.skips(ID) {
         return None;
     }
     let plain = |p: &&Probe| {
@@ -489,32 +488,34 @@ mod tests {
 
     #[test]
     fn a_real_responses_reply_reads_as_the_chat_fields() {
-        // The right parsers: a reasoning item, then a function_call (no message item).
+        // The right parsers: a reasoning item, then a function_call per parallel call (no
+        // message item).
         let s = said(&captured("right-parsers")).unwrap();
-        assert_eq!(s.reasoning, "Paris weather.");
+        assert_eq!(s.reasoning, "Paris and Tokyo weather.");
         assert_eq!(s.text, "");
-        assert_eq!(
-            s.calls,
-            vec![("get_weather".to_string(), json!({"city": "Paris"}))]
-        );
+        let calls = vec![
+            ("get_weather".to_string(), json!({"city": "Paris"})),
+            ("get_weather".to_string(), json!({"city": "Tokyo"})),
+        ];
+        assert_eq!(s.calls, calls);
         let chat = Said {
             text: String::new(),
-            reasoning: "Paris weather.".into(),
-            calls: vec![("get_weather".into(), json!({"city":"Paris"}))],
+            reasoning: "Paris and Tokyo weather.".into(),
+            calls,
         };
         assert_eq!(difference(&chat, &s), None, "arguments compare as JSON");
         // No parsers: one message item holding the think block and the call as text.
         let text = said(&captured("no-parsers")).unwrap();
         assert!(
             text.text
-                .starts_with("<think>Paris weather.</think><tool_call>"),
+                .starts_with("<think>Paris and Tokyo weather.</think><tool_call>"),
             "{text:?}"
         );
         assert!(difference(&chat, &text).is_some_and(|d| d.starts_with("calls:")));
         // Another family's parser: the call lost here as on chat completions.
         let lost = said(&captured("another-familys-tool-parser")).unwrap();
         assert!(lost.calls.is_empty() && lost.text.is_empty(), "{lost:?}");
-        assert_eq!(lost.reasoning, "Paris weather.");
+        assert_eq!(lost.reasoning, "Paris and Tokyo weather.");
     }
 
     #[test]
@@ -533,7 +534,7 @@ mod tests {
         let streamed = stream("right-parsers");
         let plain = said(&captured("right-parsers")).unwrap();
         assert_eq!(difference(&plain, &streamed), None, "{streamed:?}");
-        assert_eq!(streamed.calls.len(), 1);
+        assert_eq!(streamed.calls.len(), 2);
         // Without parsers: the text deltas add up to the plain message.
         let streamed = stream("no-parsers");
         assert_eq!(

@@ -332,11 +332,31 @@ fn finding(call: &Call, seen: &[(String, Parse)], broken_severity: Severity) -> 
         _ => Finding::pass(
             Boundary::Server,
             ID,
-            "the tool calls the model writes come back in `tool_calls` with JSON arguments, streamed and not",
+            format!(
+                "the tool calls the model writes come back in `tool_calls` with JSON arguments, streamed and not{}",
+                parallel_kept(seen)
+            ),
         ),
     };
     f.with("replies", tally)
         .with("framing", format!("{:?} … {:?}", call.open, call.close))
+}
+
+/// "; parallel calls kept (N in one reply)" where a reply held more than one call.
+fn parallel_kept(seen: &[(String, Parse)]) -> String {
+    let most = seen
+        .iter()
+        .filter_map(|(_, s)| match s {
+            Parse::Parsed(n) => Some(*n),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    if most > 1 {
+        format!("; parallel calls kept ({most} in one reply)")
+    } else {
+        String::new()
+    }
 }
 
 fn fix(call: &Call) -> String {

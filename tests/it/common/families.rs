@@ -92,6 +92,8 @@ impl Family {
 const STANDIN_CODE: &[&str] = &[
     include_str!("../../../src/standin/mod.rs"),
     include_str!("../../../src/standin/weights.rs"),
+    include_str!("../../../src/standin/scripted.rs"),
+    include_str!("../../../src/standin/build.rs"),
     include_str!("../../../src/standin/gguf.rs"),
     include_str!("../../../src/artifacts/llama_cpp_pre.rs"),
     include_str!("../../../src/artifacts/llama_cpp_pre_hashes.tsv"),

@@ -21,6 +21,14 @@ pub fn errors(report: &Value) -> Vec<String> {
 }
 
 /// The first finding of `check` in a report; panics with the report when there is none.
+/// Every finding of `check` (a check may say several things: `server.tool-choice` one per choice).
+pub fn findings_of<'a>(report: &'a Value, check: &str) -> Vec<&'a Value> {
+    report["findings"]
+        .as_array()
+        .map(|a| a.iter().filter(|f| f["check"] == check).collect())
+        .unwrap_or_default()
+}
+
 pub fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
     report["findings"]
         .as_array()
