@@ -383,8 +383,9 @@ fn copy_previous_token(
 ///
 /// Rotary embeddings turn each pair of dimensions (i, i + d/2) by the position times its
 /// frequency θᵢ (neox layout, as transformers, vLLM, candle and llama.cpp's qwen and converted
-/// llama weights use). A query (a, 0) and a key a·(cos θᵢ, sin θᵢ) then score a²·cos(θᵢ·(t + 1))
-/// at distance t back... summed over the pairs used, highest at t = 1.
+/// llama weights use). A query (a, 0) and a key a·(cos θᵢ, sin θᵢ) then score a²·cos(θᵢ·(t − 1))
+/// for a key t positions back: summed over the pairs used, highest at t = 1. The fastest pairs
+/// tell neighbours apart; slower ones keep a far position from lining up with them again.
 fn previous_token_query_key(theta: f64, d: usize, context: usize) -> Result<(Vec<f32>, Vec<f32>)> {
     let half = d / 2;
     let freq: Vec<f64> = (0..half)
