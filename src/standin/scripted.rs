@@ -101,7 +101,7 @@ pub fn scripted(
         script.ids.len() - 1
     )];
     if !script.context.is_empty() {
-        copy_previous_token(o, shape, &script, &basis, &mut tensors)?;
+        copy_previous_token(shape, &script, &basis, &mut tensors)?;
         notes.push(format!(
             "{} token(s) of the reply recur with different successors: layer 0's head 0 reads the token before them",
             script.ties.iter().map(|t| t.last).collect::<HashSet<_>>().len()
@@ -207,10 +207,7 @@ impl Basis {
     fn draw(rng: &mut rand::rngs::StdRng, h: usize, script: &Script) -> Basis {
         let mut all: Vec<Vec<f32>> = Vec::new();
         while all.len() < script.basis_len() {
-            let x = clear_of(rng, h, &all);
-            if let Some(x) = x {
-                all.push(x);
-            }
+            all.extend(clear_of(rng, h, &all));
         }
         let mut at = 1;
         let mut take = || {
@@ -256,13 +253,11 @@ fn table(
         let r = match basis.r.get(&id).or_else(|| basis.e.get(&id)) {
             Some(r) => r.clone(),
             // Any other token: a random direction clear of the basis.
-            None => {
-                let mut x = clear_of(rng, h, &basis.all);
-                while x.is_none() {
-                    x = clear_of(rng, h, &basis.all);
+            None => loop {
+                if let Some(x) = clear_of(rng, h, &basis.all) {
+                    break x;
                 }
-                x.unwrap_or_default()
-            }
+            },
         };
         let row = &mut embed[t * h..(t + 1) * h];
         for j in 0..h {
@@ -300,14 +295,11 @@ fn table(
 /// Layer 0's head 0 attends one position back and writes which context token stood there into
 /// that token's slot `s` (the module's comment says why).
 fn copy_previous_token(
-    o: &Options,
     shape: &Shape,
     script: &Script,
     basis: &Basis,
     tensors: &mut HashMap<String, Tensor>,
 ) -> Result<()> {
-    let config: Value =
-        super::build::read_json_opt(&o.out.join("config.json"))?.unwrap_or_else(|| json!({}));
     let (h, d) = (shape.hidden, shape.head_dim);
     if !["llama", "mistral", "qwen2", "qwen3"].contains(&shape.model_type.as_str()) {
         return Err(Error::input(format!(
@@ -322,12 +314,7 @@ fn copy_previous_token(
         ))
         .hint("pass a larger --head-dim, or repeat less of the reply"));
     }
-    let theta = config["rope_theta"].as_f64().unwrap_or(10_000.0);
-    let context = config["max_position_embeddings"]
-        .as_u64()
-        .unwrap_or(2048)
-        .max(2) as usize;
-    let (q, k) = previous_token_query_key(theta, d, context)?;
+    let (q, k) = previous_token_query_key(shape.rope_theta, d, shape.context)?;
     // Layer 0's input is an embedding `u + r` (length √2), normed to √hidden: `u` reads √(h/2).
     let read = (h as f32 / 2.0).sqrt();
     let p = "model.layers.0.self_attn";

@@ -32,6 +32,10 @@ pub struct Shape {
     pub kv_heads: usize,
     pub head_dim: usize,
     pub tie_word_embeddings: bool,
+    /// Rotary embeddings' base (config.json's `rope_theta`, 10000 when absent).
+    pub rope_theta: f64,
+    /// Positions the model takes (`max_position_embeddings`).
+    pub context: usize,
     /// The dtype the weights are written in (config.json's `torch_dtype`: F32, or BF16 for a
     /// real-shape stand-in).
     pub dtype: DType,
@@ -50,6 +54,11 @@ impl Shape {
             kv_heads: n("num_key_value_heads"),
             head_dim: n("head_dim"),
             tie_word_embeddings: c["tie_word_embeddings"].as_bool().unwrap_or(false),
+            rope_theta: c["rope_theta"].as_f64().unwrap_or(10_000.0),
+            context: c["max_position_embeddings"]
+                .as_u64()
+                .map_or(2048, |v| v as usize)
+                .max(2),
             dtype: match c["torch_dtype"].as_str() {
                 Some("bfloat16") => DType::BF16,
                 _ => DType::F32,

@@ -166,13 +166,15 @@ fn chatgate_serve_parses_the_call_the_model_wrote() {
     }
     // It has no constrained decoding: it refuses `tool_choice: "required"` and structured
     // output rather than ignore them.
-    let choices = crate::common::report_json::findings_of(&report, "server.tool-choice");
     assert!(
-        choices.iter().any(|f| f["severity"] == "warning"
-            && f["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("refuses `tool_choice (\"required\")`"))),
-        "{choices:?}"
+        crate::common::report_json::says(
+            &report,
+            "server.tool-choice",
+            "warning",
+            "refuses `tool_choice (\"required\")`"
+        ),
+        "{:?}",
+        crate::common::report_json::findings_of(&report, "server.tool-choice")
     );
     let format = finding(&report, "server.response-format");
     assert_eq!(format["severity"], "warning", "{format}");

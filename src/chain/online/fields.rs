@@ -195,21 +195,25 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
             .as_ref()
             .map(|(id, kw, r)| kwargs(online, obs, id, kw, r)),
     );
-    out.extend(
-        f.tool_choice_none
-            .as_ref()
-            .map(|(id, r)| tool_choice_none(online, id, r)),
-    );
-    out.extend(
-        f.tool_choice_named
-            .as_ref()
-            .map(|(id, r)| tool_choice_named(online, id, r)),
-    );
-    out.extend(
-        f.tool_choice_required
-            .as_ref()
-            .map(|(id, r)| tool_choice_required(online, id, r)),
-    );
+    let choices: [(_, &str, Judge); 3] = [
+        (&f.tool_choice_none, "tool_choice", tool_choice_none),
+        (
+            &f.tool_choice_named,
+            "tool_choice (a named function)",
+            tool_choice_named,
+        ),
+        (
+            &f.tool_choice_required,
+            "tool_choice (\"required\")",
+            tool_choice_required,
+        ),
+    ];
+    for (sent, field, judge) in choices {
+        out.extend(sent.as_ref().map(|(id, r)| match r {
+            Ok(rec) => judge(online, id, rec),
+            Err(e) => refused(TOOL_CHOICE, field, id, e),
+        }));
+    }
     out.extend(
         f.response_format
             .as_ref()
@@ -345,12 +349,14 @@ fn kwargs(
     }
 }
 
-fn tool_choice_none(online: &Online, probe: &str, r: &Result<Record, CallError>) -> Finding {
-    const ID: &str = "server.tool-choice";
-    let rec = match r {
-        Ok(rec) => rec,
-        Err(e) => return refused(ID, "tool_choice", probe, e),
-    };
+/// The check every `tool_choice` probe reports to.
+const TOOL_CHOICE: &str = "server.tool-choice";
+
+/// Judges a `tool_choice` probe's reply (the server answered it).
+type Judge = fn(&Online, &str, &Record) -> Finding;
+
+fn tool_choice_none(online: &Online, probe: &str, rec: &Record) -> Finding {
+    const ID: &str = TOOL_CHOICE;
     if rec.tool_calls.is_empty() {
         return Finding::pass(
             Server,
@@ -374,12 +380,8 @@ fn tool_choice_none(online: &Online, probe: &str, r: &Result<Record, CallError>)
 /// `tool_choice: "required"` after a greeting: the reply must call one of the offered tools.
 /// Only that a call came back, and to which function, is judged: a server forces the call's
 /// shape, and an untrained stand-in forced into one writes arguments no schema would take.
-fn tool_choice_required(online: &Online, probe: &str, r: &Result<Record, CallError>) -> Finding {
-    const ID: &str = "server.tool-choice";
-    let rec = match r {
-        Ok(rec) => rec,
-        Err(e) => return refused(ID, "tool_choice (\"required\")", probe, e),
-    };
+fn tool_choice_required(online: &Online, probe: &str, rec: &Record) -> Finding {
+    const ID: &str = TOOL_CHOICE;
     let names = called(rec);
     if !names.is_empty() {
         return Finding::pass(
@@ -412,12 +414,8 @@ fn called(rec: &Record) -> Vec<&str> {
 
 /// A named `tool_choice`: the reply must call the named function (the decoy no prompt asks
 /// for), whatever the model would have chosen.
-fn tool_choice_named(online: &Online, probe: &str, r: &Result<Record, CallError>) -> Finding {
-    const ID: &str = "server.tool-choice";
-    let rec = match r {
-        Ok(rec) => rec,
-        Err(e) => return refused(ID, "tool_choice (a named function)", probe, e),
-    };
+fn tool_choice_named(online: &Online, probe: &str, rec: &Record) -> Finding {
+    const ID: &str = TOOL_CHOICE;
     let names = called(rec);
     if names.contains(&NAMED) {
         return Finding::pass(

@@ -476,7 +476,7 @@ fn streamed_parity(
 mod tests {
     use super::*;
 
-    /// A real vLLM 0.32 Responses reply, captured by scripts/fixtures/capture_vllm_replies.py.
+    /// A real vLLM 0.32 Responses reply, captured by scripts/fixtures/capture_server_replies.py.
     fn captured(config: &str) -> Value {
         let path = format!(
             "{}/tests/fixtures/server-replies/vllm-0.32.0/{config}/responses-tools.json",

@@ -29,6 +29,13 @@ pub fn findings_of<'a>(report: &'a Value, check: &str) -> Vec<&'a Value> {
         .unwrap_or_default()
 }
 
+/// Whether some finding of `check` has `severity` and a message that contains `says`.
+pub fn says(report: &Value, check: &str, severity: &str, says: &str) -> bool {
+    findings_of(report, check).iter().any(|f| {
+        f["severity"] == severity && f["message"].as_str().is_some_and(|m| m.contains(says))
+    })
+}
+
 pub fn finding<'a>(report: &'a Value, check: &str) -> &'a Value {
     report["findings"]
         .as_array()
