@@ -131,6 +131,8 @@ struct Inner {
     /// Template variables the gate sends with every chat (e.g. the pinned `date_string`),
     /// set once the serving stack is known to take `chat_template_kwargs`.
     template_kwargs: std::sync::OnceLock<Map<String, Value>>,
+    /// Requests sent so far (the gate's per-phase table counts them).
+    sent: AtomicUsize,
 }
 
 pub const BREAKER_THRESHOLD: usize = 3;
@@ -221,8 +223,14 @@ impl HttpTarget {
                 breaker: std::sync::OnceLock::new(),
                 held: AtomicUsize::new(0),
                 template_kwargs: std::sync::OnceLock::new(),
+                sent: AtomicUsize::new(0),
             }),
         })
+    }
+
+    /// How many requests this target has sent (every route, retries included).
+    pub fn requests_sent(&self) -> u64 {
+        self.inner.sent.load(Ordering::Relaxed) as u64
     }
 
     /// The options this target was built with.
@@ -434,6 +442,7 @@ impl HttpTarget {
                 breaker: std::sync::OnceLock::new(),
                 held: AtomicUsize::new(0),
                 template_kwargs: std::sync::OnceLock::new(),
+                sent: AtomicUsize::new(0),
             }),
         }
     }

@@ -133,6 +133,7 @@ pub fn merge(paths: &[PathBuf], suite: Option<&Path>) -> Result<GateReport> {
         latency_totals: None,
         definitions: crate::latency::definitions(),
         duration_s: parts.iter().map(|p| p.duration_s).fold(0.0, f64::max),
+        phases: Vec::new(),
         exit_code: 0,
     };
     if !first.prompts.is_empty() {

@@ -2,6 +2,7 @@
 //! CI output stay clean.
 use std::io::IsTerminal;
 
+use crate::verdict::report::PhaseTime;
 use indicatif::{ProgressBar, ProgressStyle};
 
 pub struct Progress(Option<ProgressBar>);
@@ -41,5 +42,55 @@ impl Progress {
         if let Some(b) = &self.0 {
             b.finish_and_clear();
         }
+    }
+}
+
+/// Where a run's time goes: each stage's wall seconds and the requests it sent, for the
+/// report's per-phase table (a slow server shows which stage it slows; CI's matrices read it).
+#[derive(Default)]
+pub struct PhaseClock {
+    phases: Vec<PhaseTime>,
+    current: Option<(String, std::time::Instant, Option<u64>)>,
+    /// The server whose requests are counted, once the target is open.
+    target: Option<crate::endpoint::openai::HttpTarget>,
+}
+
+impl PhaseClock {
+    /// Count the requests this server is sent from now on.
+    pub fn watch(&mut self, target: Option<&crate::endpoint::openai::HttpTarget>) {
+        self.target = target.cloned();
+    }
+
+    fn sent(&self) -> Option<u64> {
+        self.target.as_ref().map(|t| t.requests_sent())
+    }
+
+    /// End the stage before (if any) and start `name`.
+    pub fn start(&mut self, name: &str) {
+        self.end();
+        self.current = Some((name.to_string(), std::time::Instant::now(), self.sent()));
+    }
+
+    /// End the running stage.
+    pub fn end(&mut self) {
+        if let Some((phase, t0, before)) = self.current.take() {
+            let requests = match (before, self.sent()) {
+                (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+                // The target opened during this stage: all it sent so far.
+                (None, b) => b,
+                _ => None,
+            };
+            self.phases.push(PhaseTime {
+                phase,
+                seconds: t0.elapsed().as_secs_f64(),
+                requests,
+            });
+        }
+    }
+
+    /// The stages so far, the running one ended.
+    pub fn take(&mut self) -> Vec<PhaseTime> {
+        self.end();
+        std::mem::take(&mut self.phases)
     }
 }

@@ -100,8 +100,12 @@ pub(super) async fn within(
     }
     let started = Instant::now();
     let limit = std::time::Duration::from_secs_f64(secs);
-    match tokio::time::timeout(limit, run_with(opts, pieces)).await {
-        Ok(r) => r,
+    let mut clock = progress::PhaseClock::default();
+    match tokio::time::timeout(limit, stages(opts, pieces, &mut clock)).await {
+        Ok(r) => r.map(|mut report| {
+            report.phases = clock.take();
+            report
+        }),
         Err(_) => {
             // What was measured before the deadline is not a whole shard's work: dropped.
             *pieces = Pieces::default();
@@ -117,7 +121,9 @@ pub(super) async fn within(
                 )
                 .with("hint", "raise --deadline (or [target] deadline_s), or look at the server"),
             );
-            Ok(finish(report, findings, started, 3))
+            let mut report = finish(report, findings, started, 3);
+            report.phases = clock.take();
+            Ok(report)
         }
     }
 }
@@ -167,7 +173,20 @@ pub async fn run(opts: &GateOptions) -> Result<GateReport> {
 /// Run the gate (or a shard of it). `Err` is bad input (exit 2); an unreachable target is a
 /// report with exit code 3, so the report still says how far the run got.
 pub(super) async fn run_with(opts: &GateOptions, pieces: &mut Pieces) -> Result<GateReport> {
+    let mut clock = progress::PhaseClock::default();
+    let mut report = stages(opts, pieces, &mut clock).await?;
+    report.phases = clock.take();
+    Ok(report)
+}
+
+/// The gate's stages, each timed on `clock` (the report's per-phase table).
+async fn stages(
+    opts: &GateOptions,
+    pieces: &mut Pieces,
+    clock: &mut progress::PhaseClock,
+) -> Result<GateReport> {
     let started = Instant::now();
+    clock.start("load: suite, target, reference, context");
     let mut suite = Suite::load(&opts.suite)?;
     if let Some(stack) = opts.stack {
         suite.file.target.get_or_insert_with(Default::default).stack = Some(stack);
@@ -177,6 +196,7 @@ pub(super) async fn run_with(opts: &GateOptions, pieces: &mut Pieces) -> Result<
     let under_test = model_under_test(&mut suite, &spec);
     let prompts = load_prompts(&suite)?;
     let (target, reference) = open_targets(&spec, &suite).await?;
+    clock.watch(target.http());
     let mut report = empty_report(&suite, &spec);
     let progress = progress::Progress::new(opts.progress);
     let mut findings = Findings::default();
@@ -197,6 +217,7 @@ pub(super) async fn run_with(opts: &GateOptions, pieces: &mut Pieces) -> Result<
             prompts.as_ref(),
             dates.local_now(),
             &progress,
+            clock,
         )
         .await
         {
@@ -220,6 +241,7 @@ pub(super) async fn run_with(opts: &GateOptions, pieces: &mut Pieces) -> Result<
         .collect();
 
     if let Some(set) = &prompts {
+        clock.start("replay");
         let replayed = replay::run(
             &suite,
             &spec,
@@ -242,6 +264,7 @@ pub(super) async fn run_with(opts: &GateOptions, pieces: &mut Pieces) -> Result<
             return Ok(finish(report, findings, started, 3));
         }
         if let Some(section) = &suite.file.latency {
+            clock.start("latency");
             let (measured, data) = latency::run(
                 &suite,
                 &spec,
@@ -315,9 +338,12 @@ pub(super) async fn chains(
     prompts: Option<&PromptSet>,
     local_now: Option<chrono::NaiveDateTime>,
     progress: &progress::Progress,
+    clock: &mut progress::PhaseClock,
 ) -> Result<Chains> {
+    clock.start("offline chain");
     let mut findings = chain::run_offline(ctx, progress.enabled())?.0;
     let chosen = prompts.map(|p| p.chosen.as_slice());
+    clock.start("online chain");
     match online(ctx, target, reference, chosen, local_now, progress).await {
         Ok(r) => {
             findings.extend(r.findings);
@@ -375,6 +401,7 @@ pub(super) fn empty_report(suite: &Suite, spec: &TargetSpec) -> GateReport {
         latency_totals: None,
         definitions: crate::latency::definitions(),
         duration_s: 0.0,
+        phases: Vec::new(),
         exit_code: 0,
     }
 }

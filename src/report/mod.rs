@@ -167,9 +167,32 @@ pub fn gate_terminal(r: &GateReport, colour: bool) -> String {
         }
     }
     out.push('\n');
+    if let Some(line) = phase_line(r) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     out.push_str(&gate_verdict(r, &p));
     out.push('\n');
     out
+}
+
+/// Where the run's time went, one line: `time: load 1.2 s, online chain 5.1 s (28 requests), …`.
+fn phase_line(r: &GateReport) -> Option<String> {
+    if r.phases.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = r
+        .phases
+        .iter()
+        .map(|p| {
+            let name = p.phase.split(':').next().unwrap_or(&p.phase);
+            match p.requests {
+                Some(n) if n > 0 => format!("{name} {:.1} s ({n} requests)", p.seconds),
+                _ => format!("{name} {:.1} s", p.seconds),
+            }
+        })
+        .collect();
+    Some(format!("time: {}", parts.join(", ")))
 }
 
 fn gate_verdict(r: &GateReport, p: &Paint) -> String {

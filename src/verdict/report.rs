@@ -76,6 +76,17 @@ pub struct LatencyTotals {
     pub unreliable: Option<String>,
 }
 
+/// Where a run's wall time went: one stage of the gate (loading, the offline chain, the online
+/// chain's probes, the replay, the latency measurement) and its seconds, in the order they ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTime {
+    pub phase: String,
+    pub seconds: f64,
+    /// Requests sent to the target in this phase (None in-process or where not counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+}
+
 /// Everything `chatgate gate` found.
 #[derive(Debug, Clone, Serialize)]
 pub struct GateReport {
@@ -90,6 +101,9 @@ pub struct GateReport {
     /// How each latency metric is defined (docs/design/METRICS.md), printed with the figures.
     pub definitions: Vec<(String, String)>,
     pub duration_s: f64,
+    /// Where `duration_s` went, stage by stage.
+    #[serde(default)]
+    pub phases: Vec<PhaseTime>,
     /// 0 pass, 1 regression, 3 unreachable.
     pub exit_code: i32,
 }

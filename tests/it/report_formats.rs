@@ -130,6 +130,7 @@ fn passing() -> GateReport {
         }),
         definitions: definitions(),
         duration_s: 4.1,
+        phases: Vec::new(),
         exit_code: 0,
     }
 }
@@ -254,6 +255,7 @@ fn failing() -> GateReport {
         }),
         definitions: definitions(),
         duration_s: 14.0,
+        phases: Vec::new(),
         exit_code: 1,
     }
 }

@@ -82,6 +82,7 @@ impl HttpTarget {
         rb: reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, CallError> {
         let o = &self.inner.opts;
+        self.inner.sent.fetch_add(1, Ordering::Relaxed);
         let limit = o.connect_timeout + o.read_timeout;
         match tokio::time::timeout(limit, rb.headers(self.headers()).send()).await {
             Ok(Ok(r)) => Ok(r),
