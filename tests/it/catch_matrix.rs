@@ -382,7 +382,7 @@ async fn reasoning_rows(rows: &mut Vec<Row>) {
         rows.push(row);
         return;
     };
-    let server = llama_server::LlamaServer::start(&python, &model.join("model.gguf"), "model", &[]);
+    let server = crate::common::llama_server::start(&python, &model.join("model.gguf"), "model", &[]);
     let (suite, init) = suite_for(server.url.clone(), Some("llama-cpp-python"), "llama");
     tokio::task::spawn_blocking(init).await.expect("init");
     let r = gate(suite, Some(server.url.clone())).await;
@@ -431,7 +431,7 @@ async fn tool_call_rows(rows: &mut Vec<Row>) {
         rows.push(row);
         return;
     };
-    let server = llama_server::LlamaServer::start(&python, &model.join("model.gguf"), "model", &[]);
+    let server = crate::common::llama_server::start(&python, &model.join("model.gguf"), "model", &[]);
     let (suite, init) = suite_for(server.url.clone(), Some("llama-cpp-python"), "llama");
     tokio::task::spawn_blocking(init).await.expect("init");
     let r = gate(suite, Some(server.url.clone())).await;
@@ -611,7 +611,7 @@ async fn start_llama(
 ) -> llama_server::LlamaServer {
     let (python, gguf, extra) = (python.to_path_buf(), gguf.to_path_buf(), extra.to_vec());
     tokio::task::spawn_blocking(move || {
-        llama_server::LlamaServer::start(&python, &gguf, "tiny-chat", &extra)
+        crate::common::llama_server::start(&python, &gguf, "tiny-chat", &extra)
     })
     .await
     .expect("llama-cpp-python start task")
@@ -1061,7 +1061,7 @@ mod real_shape {
         };
         let vllm = python
             .as_ref()
-            .map(|p| crate::common::vllm::Vllm::start(p, &m.trained, "model", &[]));
+            .map(|p| crate::common::vllm::start(p, &m.trained, "model", &[]));
         let tmp = tempfile::tempdir().expect("tempdir");
         let healthy = serve_model(&m.trained, &[], None).await;
         let suite = suite(

@@ -238,11 +238,11 @@ fn start(server: Server, model: &Path, inst: &Installed) -> Option<Result<Runnin
             if !gguf.is_file() {
                 return Some(Err("no GGUF: the converter refuses these files".into()));
             }
-            Running::Llama(LlamaServer::start(py, &gguf, "model", &[]))
+            Running::Llama(crate::common::llama_server::start(py, &gguf, "model", &[]))
         }
         Server::TransformersServe => {
             let exe = inst.transformers.as_ref()?;
-            Running::Transformers(TransformersServe::start(exe, model))
+            Running::Transformers(crate::common::transformers_serve::start(exe, model))
         }
         Server::LlamaCpp => {
             let exe = inst.llama_server.as_ref()?;

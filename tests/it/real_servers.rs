@@ -12,7 +12,7 @@ use serde_json::Value;
 use chatgate::chain::Severity;
 use chatgate::gate::{self, GateOptions};
 use chatgate::report::{GateReport, PromptStatus};
-use llama_server::{LlamaServer, REPO};
+use llama_server::REPO;
 
 fn severity_of(r: &GateReport, check: &str) -> Option<Severity> {
     r.findings
@@ -30,7 +30,7 @@ async fn llama_cpp_python_passes_the_gate_and_its_quirks_are_findings() {
         return;
     };
     let gguf = Path::new(REPO).join("models/tiny-chat/model.gguf");
-    let server = LlamaServer::start(&python, &gguf, "tiny-chat", &[]);
+    let server = crate::common::llama_server::start(&python, &gguf, "tiny-chat", &[]);
     // Read-only: a passing gate writes nothing, so the repository's suite and snapshots serve.
     let r = gate::run(&GateOptions {
         suite: Path::new(REPO).join("suites/llama-cpp-python.toml"),
@@ -151,7 +151,7 @@ async fn a_strict_suite_fails_on_a_quirk() {
     )
     .expect("write");
     let gguf = Path::new(REPO).join("models/tiny-chat/model.gguf");
-    let server = LlamaServer::start(&python, &gguf, "tiny-chat", &[]);
+    let server = crate::common::llama_server::start(&python, &gguf, "tiny-chat", &[]);
     let r = gate::run(&GateOptions {
         suite,
         target: Some(server.url.clone()),
@@ -217,7 +217,7 @@ fn a_swapped_sentencepiece_checkpoint_is_named_at_the_checkpoint() {
     );
     assert_eq!(code, 0, "standin: {out}{err}");
     let fingerprint_of = |gguf: &Path, dir: &Path| -> (i32, Value) {
-        let server = LlamaServer::start(&python, gguf, "model", &[]);
+        let server = crate::common::llama_server::start(&python, gguf, "model", &[]);
         let model = trained.to_str().unwrap();
         let (code, out, err) = chatgate_in(
             &[

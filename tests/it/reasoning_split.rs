@@ -176,7 +176,7 @@ fn transformers_serve_splits_reasoning_the_prompt_opened() {
         return;
     };
     let model = standin();
-    let server = crate::common::transformers_serve::TransformersServe::start(&exe, &model);
+    let server = crate::common::transformers_serve::shared(&exe);
     let dir = tempfile::tempdir().expect("tempdir");
     init(dir.path(), &model, &server.url, Some("transformers"));
     let (_, report) = gate(dir.path(), &server.url, true);

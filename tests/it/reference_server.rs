@@ -17,7 +17,6 @@ use serde_json::Value;
 use crate::common::cli::chatgate_in;
 use crate::common::families::Family;
 use crate::common::report_json::{errors, finding};
-use crate::common::vllm::Vllm;
 use crate::reasoning_split::Serve;
 
 /// The Qwen2.5 stand-in with 32-wide heads: `seed` 0 is the checkpoint "we trained".
@@ -113,7 +112,7 @@ fn vllm_as_the_reference_server_fingerprints_the_served_checkpoint() {
     let older = tmp.path().join("older-step");
     older_step(&trained, &other, 0.2, &older);
 
-    let reference = Vllm::start(&python, &trained, "model", &[]);
+    let reference = crate::common::vllm::start(&python, &trained, "model", &[]);
     let healthy = Serve::start(&trained, &[]);
     let dir = tmp.path().join("suite");
     std::fs::create_dir_all(&dir).unwrap();
@@ -206,8 +205,8 @@ fn a_reference_server_that_cannot_teacher_force_gives_weak_evidence_never_a_pass
         return;
     };
     let trained = qwen25(0);
-    // transformers serve answers requests whose `model` is the folder as it was started.
-    let reference = crate::common::transformers_serve::TransformersServe::start(&exe, &trained);
+    // The run's shared transformers serve loads the folder a request's `model` names.
+    let reference = crate::common::transformers_serve::shared(&exe);
     let healthy = Serve::start(&trained, &[]);
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("suite");

@@ -189,7 +189,7 @@ fn start(server: Server, standin: &Path, days: i64) -> Option<(Day, Option<Strin
                 faketime_env(days)?
             };
             let s =
-                LlamaServer::start_with_env(&py, &standin.join("model.gguf"), "model", &[], &env);
+                crate::common::llama_server::start_with_env(&py, &standin.join("model.gguf"), "model", &[], &env);
             let url = s.url.clone();
             (Day::Llama(s), Some(url))
         }
@@ -200,7 +200,7 @@ fn start(server: Server, standin: &Path, days: i64) -> Option<(Day, Option<Strin
             } else {
                 faketime_env(days)?
             };
-            let s = TransformersServe::start_with_env(&exe, standin, &env);
+            let s = crate::common::transformers_serve::start_with_env(&exe, standin, &env);
             let url = s.url.clone();
             (Day::Transformers(s), Some(url))
         }

@@ -235,7 +235,7 @@ fn llama_cpp_python_ignores_max_completion_tokens_and_template_kwargs() {
         return;
     };
     let model = standin();
-    let server = crate::common::llama_server::LlamaServer::start(
+    let server = crate::common::llama_server::start(
         &python,
         &model.join("model.gguf"),
         "model",
@@ -281,7 +281,7 @@ fn transformers_serve_parses_the_call_and_fails_one_cut_inside_it() {
         return;
     };
     let model = standin();
-    let server = crate::common::transformers_serve::TransformersServe::start(&exe, &model);
+    let server = crate::common::transformers_serve::shared(&exe);
     let dir = tempfile::tempdir().expect("tempdir");
     suite_with_tools(dir.path(), &model, &server.url, Some("transformers"));
     let (_, report) = gate(dir.path(), &server.url, true);

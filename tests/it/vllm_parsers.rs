@@ -21,7 +21,6 @@ use serde_json::Value;
 
 use crate::common::families::Family;
 use crate::common::report_json::{errors, finding, findings_of, says};
-use crate::common::vllm::Vllm;
 
 /// What the stand-in writes: a short thought, then two parallel calls (Qwen3's tags are added
 /// tokens, `<tool_call>` written twice: the stand-in reads the token before it; no newline
@@ -88,7 +87,7 @@ fn vllm_parsers_right_missing_and_of_another_family() {
         "hermes",
     ];
     {
-        let server = Vllm::start(&python, &model, "model", &right);
+        let server = crate::common::vllm::start(&python, &model, "model", &right);
         suite(dir, &model, &server.url);
         let (code, report) = crate::reasoning_split::gate(dir, &server.url, true);
         assert_eq!(code, 0, "{:?}", errors(&report));
@@ -158,7 +157,7 @@ fn vllm_parsers_right_missing_and_of_another_family() {
 
     // `vllm serve MODEL` with no parser flags, as it is most often started.
     {
-        let server = Vllm::start(&python, &model, "model", &[]);
+        let server = crate::common::vllm::start(&python, &model, "model", &[]);
         let (code, report) = crate::reasoning_split::gate(dir, &server.url, false);
         assert_eq!(code, 1);
         assert_eq!(severity(&report, "server.reasoning-split"), "error");
@@ -205,7 +204,7 @@ fn vllm_parsers_right_missing_and_of_another_family() {
             "--tool-call-parser",
             "qwen3_xml",
         ];
-        let server = Vllm::start(&python, &model, "model", &flags);
+        let server = crate::common::vllm::start(&python, &model, "model", &flags);
         let (code, report) = crate::reasoning_split::gate(dir, &server.url, false);
         assert_eq!(code, 1);
         assert_eq!(severity(&report, "server.reasoning-split"), "pass");

@@ -7,5 +7,6 @@ pub mod gguf_writer;
 pub mod llama_server;
 pub mod report_json;
 pub mod skip;
+pub mod server;
 pub mod transformers_serve;
 pub mod vllm;

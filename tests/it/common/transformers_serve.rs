@@ -7,10 +7,10 @@
 //! transformers-serve.md), so the folder is passed as given and suites name it the same way.
 #![allow(dead_code)]
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-const REPO: &str = env!("CARGO_MANIFEST_DIR");
+use super::server::{Launch, RealServer};
 
 /// The venv's `transformers` executable when it imports the serving code; otherwise the
 /// calling test says it skips (a failure in CI, where .ci/run installs it).
@@ -38,95 +38,49 @@ pub fn executable() -> Option<PathBuf> {
     None
 }
 
-pub struct TransformersServe {
-    child: Child,
-    pub url: String,
-    pub log: PathBuf,
-    /// An empty private Hugging Face cache: no hub access, and /v1/models answers `[]`.
-    _hf_home: tempfile::TempDir,
+/// How `transformers serve` runs: with `model` it serves that folder only (a request must name
+/// it exactly as given); without, it loads whatever folder a request names (and keeps it loaded
+/// while it is used), so one server serves every stand-in of a test run. Ready when
+/// `GET /health` answers, at most 180 s (torch's import and the model load come first: 8-30 s
+/// here).
+pub fn launch(exe: &Path, model: Option<&Path>, env: &[(String, String)]) -> Launch {
+    let name = match model {
+        Some(m) => format!(
+            "transformers serve on {}",
+            m.file_name().unwrap_or_default().to_string_lossy()
+        ),
+        None => "transformers serve (any model a request names)".to_string(),
+    };
+    let mut l = Launch::new(name, "transformers-serve", exe).args(["serve"]);
+    if let Some(m) = model {
+        l = l.args([m.as_os_str()]);
+    }
+    l.args(["--device", "cpu", "--host", "127.0.0.1", "--port", "{port}"])
+        .args(["--default-seed", "42"])
+        .env("HF_HUB_OFFLINE", "1")
+        .env("TRANSFORMERS_OFFLINE", "1")
+        .env("OMP_NUM_THREADS", "1")
+        .envs(env)
+        // An empty private Hugging Face cache: no hub access, and /v1/models answers `[]`.
+        .home("HF_HOME")
+        .ready("/health", Duration::from_secs(180))
 }
 
-impl TransformersServe {
-    /// Serve `model` (a folder); waits until `GET /health` answers, at most 180 s (torch's
-    /// import and the model load come before the socket opens: 8-30 s here).
-    pub fn start(exe: &Path, model: &Path) -> TransformersServe {
-        TransformersServe::start_with_env(exe, model, &[])
-    }
-
-    /// As [`TransformersServe::start`], with more environment (e.g. a moved clock).
-    pub fn start_with_env(exe: &Path, model: &Path, env: &[(String, String)]) -> TransformersServe {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let logs = Path::new(REPO).join("target/real-server-logs");
-        std::fs::create_dir_all(&logs).expect("log dir");
-        let log = logs.join(format!("transformers-serve-{port}.log"));
-        let out = std::fs::File::create(&log).expect("log file");
-        let err = out.try_clone().expect("log file");
-        let hf_home = tempfile::tempdir().expect("HF_HOME");
-        std::fs::create_dir_all(hf_home.path().join("hub")).expect("HF_HOME/hub");
-        let child = Command::new(exe)
-            .arg("serve")
-            .arg(model)
-            .args(["--device", "cpu", "--host", "127.0.0.1", "--port"])
-            .arg(port.to_string())
-            .args(["--default-seed", "42"])
-            .env("HF_HOME", hf_home.path())
-            .env("HF_HUB_OFFLINE", "1")
-            .env("TRANSFORMERS_OFFLINE", "1")
-            .env("OMP_NUM_THREADS", "1")
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .expect("transformers serve starts");
-        let mut s = TransformersServe {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            log,
-            _hf_home: hf_home,
-        };
-        s.wait_ready(port);
-        s
-    }
-
-    fn wait_ready(&mut self, port: u16) {
-        let deadline = Instant::now() + Duration::from_secs(180);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "transformers serve exited ({status}) before it was ready:\n{}",
-                    self.log_text()
-                );
-            }
-            if super::llama_server::get_ok(&format!("127.0.0.1:{port}"), "/health") {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-        panic!(
-            "transformers serve was not ready within 180 s:\n{}",
-            self.log_text()
-        );
-    }
-
-    pub fn log_text(&self) -> String {
-        super::llama_server::read_log(&self.log)
-    }
+/// This test's own `transformers serve` of `model` (see [`launch`]), stopped when dropped.
+pub fn start(exe: &Path, model: &Path) -> RealServer {
+    RealServer::start(&launch(exe, Some(model), &[]))
 }
 
-impl Drop for TransformersServe {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!(
-                "--- transformers serve log ({}) ---\n{}",
-                self.log.display(),
-                self.log_text()
-            );
-        }
-    }
+/// As [`start`], with more environment (e.g. a moved clock).
+pub fn start_with_env(exe: &Path, model: &Path, env: &[(String, String)]) -> RealServer {
+    RealServer::start(&launch(exe, Some(model), env))
 }
+
+/// The run's one shared `transformers serve`, which serves any folder a request names: a
+/// suite's `[target] model` is the folder's path.
+pub fn shared(exe: &Path) -> RealServer {
+    super::server::shared(&launch(exe, None, &[]))
+}
+
+/// A running `transformers serve`.
+pub type TransformersServe = RealServer;
