@@ -32,7 +32,7 @@ case "$(uname -s)/$(uname -m)" in
   Linux/aarch64 | Linux/arm64) target=aarch64-unknown-linux-gnu ;;
   Darwin/arm64) target=aarch64-apple-darwin ;;
   Darwin/x86_64) target=x86_64-apple-darwin ;;
-  *) fail "no release binary for $(uname -s)/$(uname -m); install from source: cargo install chatgate" ;;
+  *) fail "no release binary for $(uname -s)/$(uname -m); build one from a clone (cargo install --path .) and pass its path as version" ;;
 esac
 
 if [ "$version" = latest ]; then
@@ -57,7 +57,7 @@ trap 'rm -rf "$work"' EXIT
 archive="chatgate-$target.tar.xz"
 fetch() {
   curl --fail --silent --show-error --location --retry 3 --connect-timeout 10 --max-time 300 \
-    --output "$work/$1" "$base/$1" || fail "could not download $base/$1"
+    --output "$work/$1" "$base/$1" || fail "could not download $base/$1 (chatgate has no published release before v0.1.0: build it from a clone, cargo install --path ., and pass the binary's path as version)"
 }
 fetch "$archive"
 fetch "$archive.sha256"
