@@ -59,7 +59,22 @@ pub async fn run(
     for &prompt in &prompts {
         progress.step(&prompt.id);
         let class = determinism.get(&prompt.id).map(|d| d.name().to_string());
-        let rec = match target.chat(&prompt.request()).await {
+        let file_for = |rec: &crate::replay::Record| {
+            let mut header = SnapshotHeader::for_prompt(
+                &source,
+                &suite.name,
+                prompt,
+                Some(&target_label),
+                Some(&identity),
+            );
+            header.info.template_date = dates.record();
+            SnapshotFile {
+                header,
+                body: body_of(prompt, rec),
+            }
+        };
+        let unchanged = |rec: &crate::replay::Record| unchanged(&store, prompt, &file_for(rec));
+        let rec = match reply(target, prompt, update, unchanged).await {
             Ok(r) => r,
             Err(e) => {
                 out.unreachable |= e.unreachable();
@@ -77,18 +92,7 @@ pub async fn run(
                 continue;
             }
         };
-        let mut header = SnapshotHeader::for_prompt(
-            &source,
-            &suite.name,
-            prompt,
-            Some(&target_label),
-            Some(&identity),
-        );
-        header.info.template_date = dates.record();
-        let file = SnapshotFile {
-            header,
-            body: body_of(prompt, &rec),
-        };
+        let file = file_for(&rec);
         out.prompts
             .push(compare_one(&store, prompt, file, class, update, dates)?);
     }
@@ -99,6 +103,38 @@ pub async fn run(
         out.findings.extend(orphans(&store, all_ids)?);
     }
     Ok(out)
+}
+
+/// The prompt's reply. A server is first asked without logprobs when only the text is judged
+/// and nothing is being accepted: logprobs cost real time on some stacks (llama-cpp-python sorts
+/// the whole vocabulary in Python for each token), and a reply that matches its snapshot needs
+/// none. One that does not is asked again with them, so the pending snapshot a person reviews
+/// and the report's divergence analysis carry them as always.
+async fn reply(
+    target: &Target,
+    prompt: &Prompt,
+    update: bool,
+    unchanged: impl Fn(&crate::replay::Record) -> bool,
+) -> std::result::Result<crate::replay::Record, crate::endpoint::openai::CallError> {
+    let lazy = !update && target.http().is_some() && !prompt.compare.reads_ids();
+    if !lazy {
+        return target.chat(&prompt.request()).await;
+    }
+    let rec = target.chat(&prompt.request_text()).await?;
+    if unchanged(&rec) {
+        return Ok(rec);
+    }
+    target.chat(&prompt.request()).await
+}
+
+/// Whether `new` passes against the accepted snapshot, for the same question: nothing to write
+/// and nothing to explain.
+fn unchanged(store: &Store, prompt: &Prompt, new: &SnapshotFile) -> bool {
+    let Ok(Some(accepted)) = store.accepted(&prompt.id) else {
+        return false;
+    };
+    prompt.compare.compare(&accepted.body, &new.body).pass
+        && QuestionChange::of(&accepted, new) == QuestionChange::Same
 }
 
 /// The snapshot body of a reply. After a stop string cuts a reply, which generated ids a server

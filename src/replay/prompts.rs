@@ -71,6 +71,16 @@ impl Prompt {
             ..ChatRequest::default()
         }
     }
+
+    /// The request without logprobs: enough for a comparator that reads the text, when the
+    /// reply matches its snapshot (the gate asks again with logprobs when it does not, so the
+    /// pending snapshot and the divergence report carry them).
+    pub fn request_text(&self) -> ChatRequest {
+        ChatRequest {
+            top_logprobs: None,
+            ..self.request()
+        }
+    }
 }
 
 /// Default max_tokens of a replayed prompt.

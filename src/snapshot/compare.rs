@@ -32,6 +32,11 @@ impl Comparator {
         }
     }
 
+    /// Whether the comparator reads token ids (which some servers report only with logprobs).
+    pub fn reads_ids(&self) -> bool {
+        matches!(self, Comparator::ExactTokens | Comparator::PrefixTokens(_))
+    }
+
     /// Check the comparator's own arguments (a regex that compiles, a similarity in 0..=1, a
     /// schema this subset understands), so a bad one is bad input naming the prompt before
     /// anything runs.

@@ -139,7 +139,7 @@ pub async fn gather(
         // Only the prompt is judged (its token count); the reply keeps the probes' budget, so
         // that a server that fails replies cut mid-call (transformers serve) is not taken for
         // one that refuses the field.
-        let mut req = online.request(p, seed, false);
+        let mut req = online.request_text(p, seed, false);
         req.extra.insert(
             "chat_template_kwargs".into(),
             json!({ name.clone(): value.clone() }),
@@ -147,10 +147,10 @@ pub async fn gather(
         out.kwargs = Some((p.id.clone(), (name, value), online.http.chat(&req).await));
     }
     if let Some(p) = tooled.filter(|_| wanted("server.tool-choice")) {
-        let mut req = online.request(p, seed, false);
+        let mut req = online.request_text(p, seed, false);
         req.extra.insert("tool_choice".into(), json!("none"));
         out.tool_choice_none = Some((p.id.clone(), online.http.chat(&req).await));
-        let mut req = online.request(p, seed, false);
+        let mut req = online.request_text(p, seed, false);
         req.max_tokens = Some(NAMED_CHOICE_TOKENS);
         req.tools.get_or_insert_with(Vec::new).push(named_tool());
         req.extra.insert(
@@ -158,19 +158,19 @@ pub async fn gather(
             json!({"type": "function", "function": {"name": NAMED}}),
         );
         out.tool_choice_named = Some((p.id.clone(), online.http.chat(&req).await));
-        let mut req = online.request(p, seed, false);
+        let mut req = online.request_text(p, seed, false);
         req.max_tokens = Some(NAMED_CHOICE_TOKENS);
         req.messages = vec![json!({"role": "user", "content": GREETING})];
         req.extra.insert("tool_choice".into(), json!("required"));
         out.tool_choice_required = Some((p.id.clone(), online.http.chat(&req).await));
     }
     if let Some(p) = tooled.filter(|_| wanted("server.tool-call-parse")) {
-        let mut req = online.request(p, seed, false);
+        let mut req = online.request_text(p, seed, false);
         req.max_tokens = Some(TOOL_CUT_TOKENS);
         out.tool_cut = Some((p.id.clone(), online.http.chat(&req).await));
     }
     if let Some(p) = plain.filter(|_| wanted("server.response-format")) {
-        let mut req = online.request(p, seed, false);
+        let mut req = online.request_text(p, seed, false);
         req.max_tokens = Some(RESPONSE_FORMAT_TOKENS);
         req.extra.insert(
             "response_format".into(),

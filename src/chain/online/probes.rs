@@ -58,7 +58,8 @@ pub struct ProbeSettings {
 }
 
 impl ProbeSettings {
-    /// A probe's request: temperature 0, this seed, logprobs.
+    /// A probe's request: temperature 0, this seed, logprobs (the fingerprint, the ids behind
+    /// usage and the stop set read them).
     pub fn request(&self, probe: &Probe, seed: u64, stream: bool) -> ChatRequest {
         ChatRequest {
             messages: probe.messages.clone(),
@@ -69,6 +70,16 @@ impl ProbeSettings {
             top_logprobs: Some(self.top_logprobs),
             stream,
             ..ChatRequest::default()
+        }
+    }
+
+    /// The same request without logprobs, for checks that read only the reply's text and
+    /// fields: logprobs are not free on every stack (llama-cpp-python sorts the whole vocabulary
+    /// in Python for every token it reports them for, 0.2–0.5 s a token at 150k–260k entries).
+    pub fn request_text(&self, probe: &Probe, seed: u64, stream: bool) -> ChatRequest {
+        ChatRequest {
+            top_logprobs: None,
+            ..self.request(probe, seed, stream)
         }
     }
 
@@ -235,6 +246,11 @@ impl Online<'_> {
         self.settings.request(probe, seed, stream)
     }
 
+    /// The probe request without logprobs ([`ProbeSettings::request_text`]).
+    pub fn request_text(&self, probe: &Probe, seed: u64, stream: bool) -> ChatRequest {
+        self.settings.request_text(probe, seed, stream)
+    }
+
     /// Run every online check. Err only when the server cannot be reached at all (exit 3).
     pub async fn run(&self, probes: &[Probe]) -> Result<OnlineResult> {
         let observed = self.gather(probes).await?;
@@ -332,13 +348,21 @@ impl Online<'_> {
             Ok(ids) => (ids, None),
             Err(e) => (None, Some(e.to_string())),
         };
+        // Logprobs where a check reads them: the main reply (the fingerprint, the ids behind
+        // usage and the stop set) and the streamed one (the stop set reads its ids when it
+        // alone ran past the terminator). Repeats, another seed and concurrent copies are
+        // judged on their text.
         let mut plain = Vec::new();
-        for _ in 0..self.settings.repeats.max(2) {
-            plain.push(self.http.chat(&self.request(probe, seed, false)).await);
+        for k in 0..self.settings.repeats.max(2) {
+            let req = match k {
+                0 => self.request(probe, seed, false),
+                _ => self.request_text(probe, seed, false),
+            };
+            plain.push(self.http.chat(&req).await);
         }
-        let other_seed = Some(self.http.chat(&self.request(probe, seed + 1, false)).await);
+        let other_seed = Some(self.http.chat(&self.request_text(probe, seed + 1, false)).await);
         let streamed = Some(self.http.chat(&self.request(probe, seed, true)).await);
-        let req = self.request(probe, seed, false);
+        let req = self.request_text(probe, seed, false);
         let concurrent =
             join_all((0..self.settings.concurrency.max(2)).map(|_| self.http.chat(&req))).await;
         let reference = match self.reference {
@@ -407,7 +431,7 @@ impl Online<'_> {
         let seed = self.settings.seed;
         let mut out = Vec::new();
         for s in [seed, seed, seed + 1, seed + 2] {
-            let mut req = self.request(&probe, s, false);
+            let mut req = self.request_text(&probe, s, false);
             req.max_tokens = Some(32);
             out.push(self.http.chat(&req).await);
         }

@@ -595,7 +595,7 @@ async fn stop(online: &Online<'_>, obs: &Observed) -> Finding {
         );
     };
     let word = stop_word(&main.text).unwrap_or_default();
-    let mut req = online.request(&run.probe, online.settings.seed, false);
+    let mut req = online.request_text(&run.probe, online.settings.seed, false);
     req.stop = vec![word.clone()];
     let expected: String = main.text[..main.text.find(&word).unwrap_or(0)].to_string();
     match online.http.chat(&req).await {
