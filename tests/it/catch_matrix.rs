@@ -382,7 +382,8 @@ async fn reasoning_rows(rows: &mut Vec<Row>) {
         rows.push(row);
         return;
     };
-    let server = crate::common::llama_server::start(&python, &model.join("model.gguf"), "model", &[]);
+    let server =
+        crate::common::llama_server::start(&python, &model.join("model.gguf"), "model", &[]);
     let (suite, init) = suite_for(server.url.clone(), Some("llama-cpp-python"), "llama");
     tokio::task::spawn_blocking(init).await.expect("init");
     let r = gate(suite, Some(server.url.clone())).await;
@@ -431,7 +432,8 @@ async fn tool_call_rows(rows: &mut Vec<Row>) {
         rows.push(row);
         return;
     };
-    let server = crate::common::llama_server::start(&python, &model.join("model.gguf"), "model", &[]);
+    let server =
+        crate::common::llama_server::start(&python, &model.join("model.gguf"), "model", &[]);
     let (suite, init) = suite_for(server.url.clone(), Some("llama-cpp-python"), "llama");
     tokio::task::spawn_blocking(init).await.expect("init");
     let r = gate(suite, Some(server.url.clone())).await;

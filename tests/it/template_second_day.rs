@@ -188,8 +188,13 @@ fn start(server: Server, standin: &Path, days: i64) -> Option<(Day, Option<Strin
             } else {
                 faketime_env(days)?
             };
-            let s =
-                crate::common::llama_server::start_with_env(&py, &standin.join("model.gguf"), "model", &[], &env);
+            let s = crate::common::llama_server::start_with_env(
+                &py,
+                &standin.join("model.gguf"),
+                "model",
+                &[],
+                &env,
+            );
             let url = s.url.clone();
             (Day::Llama(s), Some(url))
         }

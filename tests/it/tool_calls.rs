@@ -235,12 +235,8 @@ fn llama_cpp_python_ignores_max_completion_tokens_and_template_kwargs() {
         return;
     };
     let model = standin();
-    let server = crate::common::llama_server::start(
-        &python,
-        &model.join("model.gguf"),
-        "model",
-        &[],
-    );
+    let server =
+        crate::common::llama_server::start(&python, &model.join("model.gguf"), "model", &[]);
     let dir = tempfile::tempdir().expect("tempdir");
     suite_with_tools(dir.path(), &model, &server.url, Some("llama-cpp-python"));
     let (code, report) = gate(dir.path(), &server.url, true);

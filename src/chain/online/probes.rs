@@ -360,7 +360,11 @@ impl Online<'_> {
             };
             plain.push(self.http.chat(&req).await);
         }
-        let other_seed = Some(self.http.chat(&self.request_text(probe, seed + 1, false)).await);
+        let other_seed = Some(
+            self.http
+                .chat(&self.request_text(probe, seed + 1, false))
+                .await,
+        );
         let streamed = Some(self.http.chat(&self.request(probe, seed, true)).await);
         let req = self.request_text(probe, seed, false);
         let concurrent =

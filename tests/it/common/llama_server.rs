@@ -60,17 +60,30 @@ pub fn launch(
         format!(" ({})", extra.join(" "))
     };
     Launch::new(
-        format!(
-            "llama-cpp-python{shown} on {}",
-            model.display()
-        ),
+        format!("llama-cpp-python{shown} on {}", model.display()),
         "llama-cpp-python",
         python,
     )
     .args(["-m", "llama_cpp.server", "--model"])
     .args([model.as_os_str()])
-    .args(["--model_alias", alias, "--host", "127.0.0.1", "--port", "{port}"])
-    .args(["--n_ctx", "2048", "--seed", "42", "--n_threads", "1", "--n_threads_batch", "1"])
+    .args([
+        "--model_alias",
+        alias,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "{port}",
+    ])
+    .args([
+        "--n_ctx",
+        "2048",
+        "--seed",
+        "42",
+        "--n_threads",
+        "1",
+        "--n_threads_batch",
+        "1",
+    ])
     .args(["--interrupt_requests", "False"])
     .args(extra.iter().copied())
     .envs(env)

@@ -152,9 +152,13 @@ fn spawn(launch: &Launch, home: Option<&Path>) -> (Child, u16, PathBuf) {
     if let (Some(var), Some(home)) = (launch.home_env, home) {
         cmd.env(var, home);
     }
-    let child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("{} does not start ({}): {e}", launch.name, launch.program.display()));
+    let child = cmd.spawn().unwrap_or_else(|e| {
+        panic!(
+            "{} does not start ({}): {e}",
+            launch.name,
+            launch.program.display()
+        )
+    });
     (child, port, log)
 }
 
@@ -303,7 +307,10 @@ pub fn shared(launch: &Launch) -> RealServer {
     let record = dir.join(format!("{key}.json"));
     let failed = dir.join(format!("{key}.failed"));
     if let Ok(why) = std::fs::read_to_string(&failed) {
-        panic!("the shared server {} could not start earlier in this run:\n{why}", launch.name);
+        panic!(
+            "the shared server {} could not start earlier in this run:\n{why}",
+            launch.name
+        );
     }
     if let Ok(bytes) = std::fs::read(&record) {
         let r: Record = serde_json::from_slice(&bytes).expect("a shared server's record");
@@ -354,7 +361,12 @@ pub fn shared(launch: &Launch) -> RealServer {
     let tmp = record.with_extension("json.tmp");
     std::fs::write(&tmp, serde_json::to_vec(&r).expect("json")).expect("write the record");
     std::fs::rename(&tmp, &record).expect("publish the record");
-    eprintln!("started the shared server {} at {} (log {})", r.name, r.url, log.display());
+    eprintln!(
+        "started the shared server {} at {} (log {})",
+        r.name,
+        r.url,
+        log.display()
+    );
     RealServer {
         url: r.url,
         log,

@@ -58,7 +58,14 @@ pub fn launch(python: &Path, model: &Path, name: &str, flags: &[&str]) -> Launch
     )
     .args(["-m", "vllm.entrypoints.openai.api_server", "--model"])
     .args([model.as_os_str()])
-    .args(["--served-model-name", name, "--host", "127.0.0.1", "--port", "{port}"])
+    .args([
+        "--served-model-name",
+        name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "{port}",
+    ])
     .args(["--dtype", "float32", "--enforce-eager", "--seed", "0"])
     .args(flags.iter().copied())
     .env("HF_HUB_OFFLINE", "1")
