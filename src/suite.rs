@@ -138,8 +138,8 @@ pub struct ServerSection {
 
 impl ServerSection {
     /// Whether the suite skips `check` (its probes, where it has its own, are then not sent).
-    pub fn skips(&self, check: &str) -> bool {
-        self.skip.iter().any(|s| s == check)
+    pub fn skips(&self, check: &crate::verdict::checks::Check) -> bool {
+        self.skip.iter().any(|s| s == check.id)
     }
 }
 

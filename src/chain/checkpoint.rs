@@ -1,7 +1,8 @@
 //! Boundary 1, the checkpoint: are these the weights we trained?
 use super::lock::short;
-use super::{Boundary::Checkpoint, Context, Finding, Severity};
+use super::{Context, Finding, Severity};
 use crate::error::Result;
+use crate::verdict::checks;
 
 pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
     let mut out = vec![presence(ctx)];
@@ -22,8 +23,7 @@ fn presence(ctx: &Context) -> Finding {
     let n = ctx.model.weights.len();
     if weightless_with_recording(ctx) {
         return Finding::new(
-            Checkpoint,
-            "checkpoint.weights-present",
+            checks::CHECKPOINT_WEIGHTS_PRESENT,
             Severity::Info,
             BEHAVIOURALLY,
         )
@@ -31,8 +31,7 @@ fn presence(ctx: &Context) -> Finding {
     }
     if n == 0 {
         return Finding::new(
-            Checkpoint,
-            "checkpoint.weights-present",
+            checks::CHECKPOINT_WEIGHTS_PRESENT,
             Severity::Warning,
             "no weight files (*.safetensors, *.gguf) in the model directory",
         )
@@ -40,8 +39,7 @@ fn presence(ctx: &Context) -> Finding {
     }
     let params: u64 = ctx.model.weights.iter().map(|w| w.parameters).sum();
     Finding::pass(
-        Checkpoint,
-        "checkpoint.weights-present",
+        checks::CHECKPOINT_WEIGHTS_PRESENT,
         format!("{n} weight file(s), {params} parameters"),
     )
 }
@@ -53,14 +51,12 @@ fn shards(ctx: &Context) -> Option<Finding> {
     }
     Some(if index.missing_shards.is_empty() {
         Finding::pass(
-            Checkpoint,
-            "checkpoint.shards",
+            checks::CHECKPOINT_SHARDS,
             "every shard named in the index is present",
         )
     } else {
         Finding::new(
-            Checkpoint,
-            "checkpoint.shards",
+            checks::CHECKPOINT_SHARDS,
             Severity::Error,
             "the shard index names files that are not in the directory",
         )
@@ -70,11 +66,9 @@ fn shards(ctx: &Context) -> Option<Finding> {
 }
 
 fn weights_vs_lock(ctx: &Context) -> Result<Finding> {
-    const ID: &str = "checkpoint.weights-hash";
     let Some(lock) = &ctx.lock else {
         return Ok(Finding::new(
-            Checkpoint,
-            ID,
+            checks::CHECKPOINT_WEIGHTS_HASH,
             Severity::Warning,
             "no lock file: the weights' identity is not pinned",
         )
@@ -85,8 +79,12 @@ fn weights_vs_lock(ctx: &Context) -> Result<Finding> {
         ));
     };
     if weightless_with_recording(ctx) {
-        return Ok(Finding::new(Checkpoint, ID, Severity::Info, BEHAVIOURALLY)
-            .with("locked", short(&lock.weights.total)));
+        return Ok(Finding::new(
+            checks::CHECKPOINT_WEIGHTS_HASH,
+            Severity::Info,
+            BEHAVIOURALLY,
+        )
+        .with("locked", short(&lock.weights.total)));
     }
     // Locks made before GGUF tensor data and metadata were hashed apart hold whole-file
     // hashes: compare like with like, and say how to move on.
@@ -99,8 +97,7 @@ fn weights_vs_lock(ctx: &Context) -> Result<Finding> {
     let relock = format!("chatgate lock --update {}", ctx.suite.path.display());
     if now.total == lock.weights.total {
         let mut f = Finding::pass(
-            Checkpoint,
-            ID,
+            checks::CHECKPOINT_WEIGHTS_HASH,
             format!("weights match the lock ({})", short(&now.total)),
         );
         if whole_file_lock {
@@ -109,8 +106,7 @@ fn weights_vs_lock(ctx: &Context) -> Result<Finding> {
         return Ok(f);
     }
     let mut f = Finding::new(
-        Checkpoint,
-        ID,
+        checks::CHECKPOINT_WEIGHTS_HASH,
         Severity::Error,
         "the weights are not the ones in the lock: another checkpoint is being served",
     )

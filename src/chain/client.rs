@@ -8,11 +8,12 @@
 //! One finding per check id: an Error listing the offending requests (by index and recording
 //! line, with the values sent), or a Pass when every request complies. Only requests with a
 //! body-carrying method count (GET /v1/models, /health and the like are not calls to the model).
+use crate::verdict::checks::{self, Check};
 use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::{Boundary, Context, Finding, Severity};
+use super::{Context, Finding, Severity};
 use crate::error::Result;
 use crate::proxy::record::{read_recording, RecordedExchange};
 use crate::suite::ClientSection;
@@ -37,8 +38,7 @@ pub fn check(ctx: &Context) -> Result<Vec<Finding>> {
     match &ctx.suite.client_recording {
         Some(path) => check_recording(contract, default_model, path),
         None => Ok(vec![Finding::new(
-            Boundary::Client,
-            "client.recording",
+            checks::CLIENT_RECORDING,
             Severity::Info,
             "[client] states a contract but names no recording, so nothing was checked",
         )
@@ -76,8 +76,7 @@ pub fn diff(
     let reqs = requests(exchanges);
     if reqs.is_empty() {
         return vec![Finding::new(
-            Boundary::Client,
-            "client.recording",
+            checks::CLIENT_RECORDING,
             Severity::Warning,
             "the recording holds no requests to the model, so the contract was not checked",
         )
@@ -92,7 +91,7 @@ pub fn diff(
     let mut out = Vec::new();
     let endpoint = expected_endpoint(contract);
     out.push(verdict(
-        "client.endpoint",
+        checks::CLIENT_ENDPOINT,
         n,
         per_request(&reqs, |r| endpoint_problem(r, &endpoint)),
         format!("every request went to {endpoint}"),
@@ -100,7 +99,7 @@ pub fn diff(
     ));
     if let Some(model) = contract.model.as_deref().or(default_model) {
         out.push(verdict(
-            "client.model",
+            checks::CLIENT_MODEL,
             n,
             per_request(&reqs, |r| model_problem(r, model)),
             format!("every request named the model {model:?}"),
@@ -109,7 +108,7 @@ pub fn diff(
     }
     if !contract.params.is_empty() {
         out.push(verdict(
-            "client.params",
+            checks::CLIENT_PARAMS,
             n,
             per_request(&reqs, |r| params_problem(r, &contract.params)),
             "every request sent the contract's parameter values".into(),
@@ -118,7 +117,7 @@ pub fn diff(
     }
     if !contract.required.is_empty() {
         out.push(verdict(
-            "client.required",
+            checks::CLIENT_REQUIRED,
             n,
             per_request(&reqs, |r| required_problem(r, &contract.required)),
             format!("every request sent {}", contract.required.join(", ")),
@@ -127,7 +126,7 @@ pub fn diff(
     }
     if !contract.forbidden.is_empty() {
         out.push(verdict(
-            "client.forbidden",
+            checks::CLIENT_FORBIDDEN,
             n,
             per_request(&reqs, |r| forbidden_problem(r, &contract.forbidden)),
             format!("no request sent {}", contract.forbidden.join(", ")),
@@ -137,7 +136,7 @@ pub fn diff(
     if let Some(stream) = contract.stream {
         let how = if stream { "streamed" } else { "did not stream" };
         out.push(verdict(
-            "client.stream",
+            checks::CLIENT_STREAM,
             n,
             per_request(&reqs, |r| stream_problem(r, stream)),
             format!("every request {how}, as the contract says"),
@@ -145,7 +144,7 @@ pub fn diff(
         ));
     }
     out.push(verdict(
-        "client.message-shape",
+        checks::CLIENT_MESSAGE_SHAPE,
         n,
         per_request(&reqs, message_problem),
         "every request's messages are well-formed".into(),
@@ -198,20 +197,17 @@ fn per_request(reqs: &[Req], f: impl Fn(&Req) -> Option<String>) -> Vec<(String,
 
 /// One finding for one check: Pass, or Error with the offending requests as evidence.
 fn verdict(
-    check: &'static str,
+    check: &'static Check,
     total: usize,
     problems: Vec<(String, String)>,
     ok: String,
     bad: String,
 ) -> Finding {
     if problems.is_empty() {
-        return Finding::pass(Boundary::Client, check, format!("{ok} ({total} requests)"));
+        return Finding::pass(check, format!("{ok} ({total} requests)"));
     }
     let msg = format!("{} of {total} requests: {bad}", problems.len());
-    listed(
-        Finding::new(Boundary::Client, check, Severity::Error, msg),
-        &problems,
-    )
+    listed(Finding::new(check, Severity::Error, msg), &problems)
 }
 
 fn listed(mut f: Finding, problems: &[(String, String)]) -> Finding {
@@ -377,8 +373,7 @@ fn errors_verdict(reqs: &[Req]) -> Finding {
         .collect();
     if rejected.is_empty() {
         return Finding::pass(
-            Boundary::Client,
-            "client.errors",
+            checks::CLIENT_ERRORS,
             format!(
                 "the server accepted every request ({} requests)",
                 reqs.len()
@@ -391,7 +386,7 @@ fn errors_verdict(reqs: &[Req]) -> Finding {
         reqs.len()
     );
     listed(
-        Finding::new(Boundary::Client, "client.errors", Severity::Warning, msg),
+        Finding::new(checks::CLIENT_ERRORS, Severity::Warning, msg),
         &rejected,
     )
 }
@@ -475,7 +470,7 @@ mod tests {
 
     fn find<'a>(fs: &'a [Finding], id: &str) -> &'a Finding {
         fs.iter()
-            .find(|f| f.check == id)
+            .find(|f| f.check.id == id)
             .unwrap_or_else(|| panic!("no {id}: {fs:?}"))
     }
 
@@ -525,7 +520,7 @@ mod tests {
         )];
         let fs = diff(&c, None, &rec, Path::new("r.jsonl"));
         assert!(
-            fs.iter().all(|f| f.check != "client.model"),
+            fs.iter().all(|f| f.check.id != "client.model"),
             "no model to check"
         );
         assert!(find(&fs, "client.required").evidence["request 1 (line 4)"]
@@ -539,7 +534,7 @@ mod tests {
         get.exchange.method = "GET".into();
         let fs = diff(&contract(""), Some("m"), &[get], Path::new("r.jsonl"));
         assert_eq!(fs.len(), 1);
-        assert_eq!(fs[0].check, "client.recording");
+        assert_eq!(fs[0].check.id, "client.recording");
         assert_eq!(fs[0].severity, Severity::Warning);
     }
 }

@@ -7,25 +7,27 @@
 //! The recording settles that, so a field the client sends and the server does not honour is an
 //! error here, named with the server's observed behaviour (the "request field accepted but
 //! ignored" rows of the bug zoo).
+use crate::verdict::checks::{self, Check};
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{Boundary, Finding, Severity};
+use super::{Finding, Severity};
 use crate::proxy::record::RecordedExchange;
 
-const ID: &str = "client.fields-honoured";
-
 /// Request fields and the server check that observes what the server does with each.
-const OBSERVED_BY: &[(&str, &str)] = &[
-    ("max_tokens", "server.max-tokens"),
-    ("max_completion_tokens", "server.max-completion-tokens"),
-    ("stop", "server.stop"),
-    ("stream_options.include_usage", "server.include-usage"),
-    ("tools", "server.tool-call-parse"),
-    ("tool_choice", "server.tool-choice"),
-    ("response_format", "server.response-format"),
-    ("chat_template_kwargs", "server.template-kwargs"),
+static OBSERVED_BY: &[(&str, &Check)] = &[
+    ("max_tokens", checks::SERVER_MAX_TOKENS),
+    (
+        "max_completion_tokens",
+        checks::SERVER_MAX_COMPLETION_TOKENS,
+    ),
+    ("stop", checks::SERVER_STOP),
+    ("stream_options.include_usage", checks::SERVER_INCLUDE_USAGE),
+    ("tools", checks::SERVER_TOOL_CALL_PARSE),
+    ("tool_choice", checks::SERVER_TOOL_CHOICE),
+    ("response_format", checks::SERVER_RESPONSE_FORMAT),
+    ("chat_template_kwargs", checks::SERVER_TEMPLATE_KWARGS),
 ];
 
 /// Fields a server may accept and ignore that no check of this gate exercises: named, so the
@@ -95,8 +97,7 @@ pub fn judge(sent: &Sent, server: &[Finding]) -> Vec<Finding> {
             Some(f) if f.severity == Severity::Info => unprobed.push(format!("`{field}` ({check})")),
             Some(f) if matches!(f.severity, Severity::Error | Severity::Warning) => out.push(
                 Finding::new(
-                    Boundary::Client,
-                    ID,
+                    checks::CLIENT_FIELDS_HONOURED,
                     Severity::Error,
                     format!(
                         "the client sends `{field}` ({n} of {} chat requests) and the server does not honour it: {}",
@@ -115,8 +116,7 @@ pub fn judge(sent: &Sent, server: &[Finding]) -> Vec<Finding> {
     if !unprobed.is_empty() {
         out.push(
             Finding::new(
-                Boundary::Client,
-                ID,
+                checks::CLIENT_FIELDS_HONOURED,
                 Severity::Warning,
                 format!(
                     "the client sends {}, which this run's probes did not exercise, so whether the server honours it is unknown",
@@ -132,8 +132,7 @@ pub fn judge(sent: &Sent, server: &[Finding]) -> Vec<Finding> {
         .collect();
     if !unchecked.is_empty() {
         out.push(Finding::new(
-            Boundary::Client,
-            ID,
+            checks::CLIENT_FIELDS_HONOURED,
             Severity::Info,
             format!(
                 "the client also sends {}, which chatgate does not check against the server",
@@ -143,8 +142,7 @@ pub fn judge(sent: &Sent, server: &[Finding]) -> Vec<Finding> {
     }
     if !out.iter().any(|f| f.severity == Severity::Error) && !honoured.is_empty() {
         out.push(Finding::pass(
-            Boundary::Client,
-            ID,
+            checks::CLIENT_FIELDS_HONOURED,
             format!(
                 "the server honours what the client sends that this run checked: {}",
                 honoured.join(", ")
@@ -167,6 +165,7 @@ fn severity_name(s: Severity) -> &'static str {
 mod tests {
     use super::*;
     use crate::proxy::record::{Exchange, ExchangeTimings};
+    use crate::verdict::Boundary;
     use serde_json::json;
 
     fn exchange(path: &str, body: Value) -> RecordedExchange {
@@ -225,13 +224,12 @@ mod tests {
     fn an_ignored_field_the_client_sends_is_an_error_naming_the_server_behaviour() {
         let server = vec![
             Finding::new(
-                Boundary::Server,
-                "server.max-completion-tokens",
+                checks::SERVER_MAX_COMPLETION_TOKENS,
                 Severity::Warning,
                 "replies ran to 128 tokens past max_completion_tokens 8",
             ),
-            Finding::pass(Boundary::Server, "server.include-usage", "usage in streams"),
-            Finding::pass(Boundary::Server, "server.tool-choice", "honoured"),
+            Finding::pass(checks::SERVER_INCLUDE_USAGE, "usage in streams"),
+            Finding::pass(checks::SERVER_TOOL_CHOICE, "honoured"),
         ];
         let fs = judge(&sent(&recording()), &server);
         let err = fs.iter().find(|f| f.severity == Severity::Error).unwrap();
@@ -256,9 +254,9 @@ mod tests {
     #[test]
     fn honoured_fields_pass() {
         let server = vec![
-            Finding::pass(Boundary::Server, "server.max-completion-tokens", "honoured"),
-            Finding::pass(Boundary::Server, "server.include-usage", "usage in streams"),
-            Finding::pass(Boundary::Server, "server.tool-call-parse", "parsed"),
+            Finding::pass(checks::SERVER_MAX_COMPLETION_TOKENS, "honoured"),
+            Finding::pass(checks::SERVER_INCLUDE_USAGE, "usage in streams"),
+            Finding::pass(checks::SERVER_TOOL_CALL_PARSE, "parsed"),
         ];
         let fs = judge(&sent(&recording()), &server);
         let pass = fs.iter().find(|f| f.severity == Severity::Pass).unwrap();

@@ -6,15 +6,14 @@
 //!
 //! A variant in `[client] sse_variants` (default: all) that breaks the client is an error; one
 //! the deployment need not survive is a warning.
+use crate::verdict::checks;
 use std::time::Duration;
 
-use super::{Boundary, Finding, Severity};
+use super::{Finding, Severity};
 use crate::error::{Error, Result};
 use crate::proxy::probe::{probe, ClientRun, ProbeOptions, ProbeReport};
 use crate::proxy::{Variant, VARIANTS};
 use crate::suite::Suite;
-
-const ID: &str = "client.sse";
 
 /// The variants `[client] sse_variants` names (default: all), or the error that names the
 /// suite file and the unknown name.
@@ -62,8 +61,7 @@ pub async fn check(suite: &Suite, upstream: &str) -> Vec<Finding> {
     match probe(&opts).await {
         Ok(report) => judge(&report, &must),
         Err(e) => vec![Finding::new(
-            Boundary::Client,
-            ID,
+            checks::CLIENT_SSE,
             Severity::Error,
             format!("the client command could not be probed: {e}"),
         )
@@ -92,8 +90,7 @@ pub fn judge(report: &ProbeReport, must: &[Variant]) -> Vec<Finding> {
     if out.is_empty() {
         out.push(
             Finding::pass(
-                Boundary::Client,
-                ID,
+                checks::CLIENT_SSE,
                 format!(
                     "the client read the plain stream and every hostile SSE variant ({} runs)",
                     report.runs.len() + report.combined.iter().count()
@@ -120,8 +117,7 @@ fn broken(run: &ClientRun, names: &[&str], required: bool, command: &str) -> Fin
     };
     let combination = names.join(" + ");
     let mut f = Finding::new(
-        Boundary::Client,
-        ID,
+        checks::CLIENT_SSE,
         severity,
         format!(
             "the client breaks on the legal SSE framing `{combination}` ({}); a server or gateway that frames its stream this way breaks the application though the model and server are healthy",

@@ -5,7 +5,7 @@ use serde_json::Value;
 use tokenizers::Tokenizer;
 
 use super::tokens::{decode, leading_count, show_tokens};
-use crate::verdict::{Boundary, Finding, Severity};
+use crate::verdict::{Finding, Severity};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -244,15 +244,13 @@ fn has_prose(s: &str) -> bool {
 /// deploy of a Llama-2-style vocabulary has it, and the text the model reads is the same:
 /// failing the gate on it would fail them all, so it is reported and left to the user to weigh.
 pub fn space_prefix_only(
-    boundary: Boundary,
-    id: &'static str,
+    check: &'static crate::verdict::checks::Check,
     n: usize,
     total: usize,
     what: &str,
 ) -> Finding {
     Finding::new(
-        boundary,
-        id,
+        check,
         Severity::Warning,
         format!(
             "{}: the stack's ids differ from the SFT ids in {n} of {total} {what}, only by a space prefix after special tokens (llama.cpp's, or a legacy tokenizer.json's)",

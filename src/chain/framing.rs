@@ -1,8 +1,9 @@
 //! The template's reasoning and tool-call framing as findings: what the model emits and the
 //! parser a server needs to read it. The derivation is the template layer's
 //! ([`crate::template::framing`]), shared with `chatgate serve`'s own reasoning parser.
-use super::{Boundary::Template, Finding, Pipeline, Severity};
+use super::{Finding, Pipeline, Severity};
 pub use crate::template::framing::*;
+use crate::verdict::checks;
 
 /// `template.tool-framing` and `template.reasoning-framing`: what the serving template says
 /// the model emits, and the parser a server needs to read it. Only for templates that have
@@ -16,10 +17,9 @@ pub fn findings(serving: &Pipeline) -> Vec<Finding> {
 }
 
 fn tool_finding(t: &Tools) -> Option<Finding> {
-    const ID: &str = "template.tool-framing";
     let Some(call) = &t.call else {
         if let Some((marker, parser)) = t.named {
-            let f = Finding::new(Template, ID, Severity::Info, format!(
+            let f = Finding::new(checks::TEMPLATE_TOOL_FRAMING, Severity::Info, format!(
                 "the template names the call marker {marker:?} but writes no call into history (a call message's `content: null` is dropped before rendering, as transformers 5 does){}",
                 if t.offered { "" } else { "; it never prints a request's tools" }
             ));
@@ -28,7 +28,7 @@ fn tool_finding(t: &Tools) -> Option<Finding> {
             }));
         }
         return t.offered.then(|| {
-            Finding::new(Template, ID, Severity::Info, "the template prints a request's tools but writes no tool call into history: how the model frames a call is unknown")
+            Finding::new(checks::TEMPLATE_TOOL_FRAMING, Severity::Info, "the template prints a request's tools but writes no tool call into history: how the model frames a call is unknown")
         });
     };
     let offered = if t.offered {
@@ -37,8 +37,7 @@ fn tool_finding(t: &Tools) -> Option<Finding> {
         "the template never prints a request's tools (the model is offered none, whatever the server is told), though it writes calls into history"
     };
     let mut f = Finding::new(
-        Template,
-        ID,
+        checks::TEMPLATE_TOOL_FRAMING,
         Severity::Info,
         format!(
             "{offered}; a call is written {}: the server's tool-call parser must read exactly that",
@@ -80,8 +79,7 @@ fn reasoning_finding(r: &Reasoning) -> Finding {
         ""
     };
     let mut f = Finding::new(
-        Template,
-        "template.reasoning-framing",
+        checks::TEMPLATE_REASONING_FRAMING,
         Severity::Info,
         format!(
             "the model reasons between {:?} and {:?}{opened}: the server's reasoning parser must move that out of `content`",

@@ -1,5 +1,6 @@
 //! Boundary 4, the generation config: does the server stop where training taught the model to
 //! stop, never earlier, and with the sampling defaults the suite expects?
+use crate::verdict::checks;
 use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
@@ -8,9 +9,7 @@ use tokenizers::Tokenizer;
 use super::rows::Examples;
 use super::template::mask_spans;
 use super::tokens::{encode, show_tokens, single_id};
-use super::{
-    Boundary::GenerationConfig as Gen, Context, Conversation, Finding, Pipeline, Severity, Sft,
-};
+use super::{Context, Conversation, Finding, Pipeline, Severity, Sft};
 use crate::error::Result;
 
 pub fn check(ctx: &Context, g: &GenerationTally) -> Result<Vec<Finding>> {
@@ -256,11 +255,9 @@ fn terminator_in_stop_set(
     rows: &GenerationTally,
 ) -> Result<Vec<Finding>> {
     let stops = &set.ids;
-    const ID: &str = "generation.stop-set";
     let Some(t) = terminators(ctx, rows)? else {
         return Ok(vec![Finding::new(
-            Gen,
-            ID,
+            checks::GENERATION_STOP_SET,
             Severity::Info,
             "no SFT format or template to find the turn terminator in",
         )]);
@@ -277,8 +274,7 @@ fn terminator_in_stop_set(
     if t.ids.is_empty() {
         out.push(
             Finding::new(
-                Gen,
-                ID,
+                checks::GENERATION_STOP_SET,
                 Severity::Warning,
                 "no special token closes the assistant turns of the SFT format",
             )
@@ -301,7 +297,7 @@ fn terminator_in_stop_set(
             Severity::Warning
         };
         out.push(
-            Finding::new(Gen, ID, severity, "the turn terminator is the tokenizer's eos but not in generation_config.json's eos_token_id: HF generate() and `transformers serve` stop only on the latter and will run on (vLLM and TGI also stop on the tokenizer's eos)")
+            Finding::new(checks::GENERATION_STOP_SET, severity, "the turn terminator is the tokenizer's eos but not in generation_config.json's eos_token_id: HF generate() and `transformers serve` stop only on the latter and will run on (vLLM and TGI also stop on the tokenizer's eos)")
                 .with("stack", ctx.stack)
                 .with("turn terminator", show_set(tok, &only_tokenizer))
                 .with("generation_config eos", show_set(tok, set.generation_config.as_ref().unwrap_or(stops)))
@@ -311,8 +307,7 @@ fn terminator_in_stop_set(
     } else if missing.is_empty() {
         out.push(
             Finding::pass(
-                Gen,
-                ID,
+                checks::GENERATION_STOP_SET,
                 format!(
                     "the turn terminator {} is in the stop set {}",
                     show_set(tok, &t.ids),
@@ -323,7 +318,7 @@ fn terminator_in_stop_set(
         );
     } else {
         out.push(
-            Finding::new(Gen, ID, Severity::Error, "the token that ends an assistant turn is not in the stop set: replies will run on past the answer")
+            Finding::new(checks::GENERATION_STOP_SET, Severity::Error, "the token that ends an assistant turn is not in the stop set: replies will run on past the answer")
                 .with("turn terminator", show_set(tok, &missing))
                 .with("stop set", show_set(tok, stops))
                 .with("stop set of", &set.source)
@@ -333,7 +328,7 @@ fn terminator_in_stop_set(
     }
     if t.outside_mask {
         out.push(
-            Finding::new(Gen, "generation.terminator-trained", Severity::Warning, "the SFT assistant mask ends before the turn terminator: the model was not trained to emit it")
+            Finding::new(checks::GENERATION_TERMINATOR_TRAINED, Severity::Warning, "the SFT assistant mask ends before the turn terminator: the model was not trained to emit it")
                 .with("terminator", show_set(tok, &t.ids)),
         );
     }
@@ -365,7 +360,6 @@ fn harmony_stop_set(
     t: &Terminators,
 ) -> Vec<Finding> {
     use super::harmony::{CALL, END, RETURN};
-    const ID: &str = "generation.stop-set";
     let stops = &set.ids;
     let fix = |name: &str, id: u32| {
         stop_fix(ctx)
@@ -381,29 +375,28 @@ fn harmony_stop_set(
         t.source.clone()
     };
     if stops.contains(&h.end) {
-        return vec![Finding::new(Gen, ID, Severity::Error, format!("the stop set holds {END}, which ends every harmony message: replies stop after the analysis channel, before the final answer"))
+        return vec![Finding::new(checks::GENERATION_STOP_SET, Severity::Error, format!("the stop set holds {END}, which ends every harmony message: replies stop after the analysis channel, before the final answer"))
             .with("stop set", show_set(tok, stops))
             .with("stop set of", &set.source)
             .with("turn ends (harmony)", format!("{RETURN} (final answer), {CALL} (tool call)"))
             .with("fix", format!("remove {END} from the stop set ({})", if ctx.stack.reads_gguf() { "the GGUF's eos/eot ids" } else { "generation_config.json eos_token_id" }))];
     }
     if !stops.contains(&h.ret) {
-        return vec![Finding::new(Gen, ID, Severity::Error, format!("the harmony final-answer end {RETURN} is not in the stop set: replies run on past the answer"))
+        return vec![Finding::new(checks::GENERATION_STOP_SET, Severity::Error, format!("the harmony final-answer end {RETURN} is not in the stop set: replies run on past the answer"))
             .with("stop set", show_set(tok, stops))
             .with("stop set of", &set.source)
             .with("found in", found)
             .with("fix", fix(RETURN, h.ret))];
     }
     if !stops.contains(&h.call) {
-        return vec![Finding::new(Gen, ID, Severity::Warning, format!("the harmony tool-call end {CALL} is not in the stop set: a tool call runs on instead of stopping for the tool (gpt-oss's first generation_config.json lacked 200012)"))
+        return vec![Finding::new(checks::GENERATION_STOP_SET, Severity::Warning, format!("the harmony tool-call end {CALL} is not in the stop set: a tool call runs on instead of stopping for the tool (gpt-oss's first generation_config.json lacked 200012)"))
             .with("stop set", show_set(tok, stops))
             .with("stop set of", &set.source)
             .with("fix", fix(CALL, h.call))
             .with("unless", "the server stops on it on purpose to allow parallel tool calls")];
     }
     vec![Finding::pass(
-        Gen,
-        ID,
+        checks::GENERATION_STOP_SET,
         format!(
             "the harmony turn ends {RETURN} and {CALL} are in the stop set {}, and {END} (a message end) is not",
             show_set(tok, stops)
@@ -420,20 +413,17 @@ fn no_stop_inside_reply(
     stops: &BTreeSet<u32>,
     rows: &GenerationTally,
 ) -> Vec<Finding> {
-    const ID: &str = "generation.stop-inside-reply";
     let spans_seen = rows.spans_seen;
     if spans_seen == 0 {
         return vec![];
     }
     vec![match rows.stop_inside.first() {
         None => Finding::pass(
-            Gen,
-            ID,
+            checks::GENERATION_STOP_INSIDE_REPLY,
             format!("no stop token inside {spans_seen} assistant replies"),
         ),
         Some((id, token, pos)) => Finding::new(
-            Gen,
-            ID,
+            checks::GENERATION_STOP_INSIDE_REPLY,
             Severity::Error,
             format!(
                 "a stop token occurs inside {} assistant replies: the server will cut them short",
@@ -450,14 +440,12 @@ fn no_stop_inside_reply(
 /// The generation defaults the serving files carry vs what the suite expects (vllm#15241: a
 /// server applies generation_config.json silently).
 fn defaults(ctx: &Context) -> Vec<Finding> {
-    const ID: &str = "generation.defaults";
     let want = &ctx.suite.file.generation;
     // llama.cpp never reads generation_config.json: its defaults are the server's flags
     // (checked online against /props as generation.server-defaults).
     if ctx.stack.reads_gguf() {
         return vec![Finding::new(
-            Gen,
-            ID,
+            checks::GENERATION_DEFAULTS,
             Severity::Info,
             format!(
                 "{} does not read generation_config.json: its sampling defaults are the server's flags (compared online with /props)",
@@ -518,12 +506,11 @@ fn defaults(ctx: &Context) -> Vec<Finding> {
     let wrong: Vec<_> = expected.iter().filter(|(_, w, h)| w != h).collect();
     if wrong.is_empty() {
         return vec![Finding::pass(
-            Gen,
-            ID,
+            checks::GENERATION_DEFAULTS,
             format!("{} generation defaults match the suite", expected.len()),
         )];
     }
-    let mut f = Finding::new(Gen, ID, Severity::Error, "the model's generation defaults differ from what the suite expects: servers that read generation_config.json will sample differently");
+    let mut f = Finding::new(checks::GENERATION_DEFAULTS, Severity::Error, "the model's generation defaults differ from what the suite expects: servers that read generation_config.json will sample differently");
     for (k, w, h) in wrong {
         f = f.with(
             k,

@@ -4,6 +4,7 @@
 //! belongs to, so an eos edit is never "another checkpoint".
 use super::lock::short;
 use super::{Context, Finding, Severity};
+use crate::verdict::checks;
 
 /// Every GGUF finding; each carries its own boundary.
 pub fn check(ctx: &Context) -> Vec<Finding> {
@@ -15,7 +16,6 @@ pub fn check(ctx: &Context) -> Vec<Finding> {
 /// A GGUF's metadata against the lock, each group at its own boundary: the tokenizer's
 /// vocabulary, the chat template, the special-token ids (stop set, BOS), the architecture.
 fn metadata_vs_lock(ctx: &Context) -> Vec<Finding> {
-    use super::Boundary;
     let (Some(lock), Some(info)) = (&ctx.lock, &ctx.model.gguf) else {
         return vec![];
     };
@@ -53,15 +53,15 @@ fn metadata_vs_lock(ctx: &Context) -> Vec<Finding> {
         if now.get(group) == Some(hash) {
             continue;
         }
-        let (boundary, id, severity, what) = match group.as_str() {
-            "tokenizer" => (Boundary::Tokenizer, "tokenizer.gguf-metadata", Severity::Warning, "the GGUF's tokenizer metadata changed since the lock (the tensor data did not); the tokenizer fingerprint says whether it splits text differently"),
-            "template" => (Boundary::Template, "template.gguf-metadata", Severity::Warning, "the GGUF's chat template changed since the lock (the tensor data did not)"),
-            "special-ids" => (Boundary::GenerationConfig, "generation.gguf-metadata", Severity::Warning, "the GGUF's special-token ids or add-BOS/EOS flags changed since the lock (the tensor data did not); llama.cpp stops on and prepends these"),
-            "general" => (Boundary::Checkpoint, "checkpoint.gguf-metadata", Severity::Info, "the GGUF's general.* metadata (name, license, ...) changed since the lock"),
-            _ => (Boundary::Checkpoint, "checkpoint.gguf-metadata", Severity::Warning, "the GGUF's architecture metadata changed since the lock (the tensor data did not): llama.cpp builds the model from these values"),
+        let (check, severity, what) = match group.as_str() {
+            "tokenizer" => (checks::TOKENIZER_GGUF_METADATA, Severity::Warning, "the GGUF's tokenizer metadata changed since the lock (the tensor data did not); the tokenizer fingerprint says whether it splits text differently"),
+            "template" => (checks::TEMPLATE_GGUF_METADATA, Severity::Warning, "the GGUF's chat template changed since the lock (the tensor data did not)"),
+            "special-ids" => (checks::GENERATION_GGUF_METADATA, Severity::Warning, "the GGUF's special-token ids or add-BOS/EOS flags changed since the lock (the tensor data did not); llama.cpp stops on and prepends these"),
+            "general" => (checks::CHECKPOINT_GGUF_METADATA, Severity::Info, "the GGUF's general.* metadata (name, license, ...) changed since the lock"),
+            _ => (checks::CHECKPOINT_GGUF_METADATA, Severity::Warning, "the GGUF's architecture metadata changed since the lock (the tensor data did not): llama.cpp builds the model from these values"),
         };
         out.push(
-            Finding::new(boundary, id, severity, what)
+            Finding::new(check, severity, what)
                 .with("file", &name)
                 .with("keys", keys_in(group))
                 .with("locked", short(hash))
@@ -79,7 +79,6 @@ fn metadata_vs_lock(ctx: &Context) -> Vec<Finding> {
 /// stacks serve the HF files. A difference is reported at its own boundary, saying which one
 /// this suite's stack serves (the parity and stop-set checks judge the served one).
 fn gguf_vs_hf(ctx: &Context) -> Vec<Finding> {
-    use super::Boundary;
     let (Some(info), true) = (&ctx.model.gguf, ctx.model.root.is_dir()) else {
         return vec![];
     };
@@ -115,8 +114,7 @@ fn gguf_vs_hf(ctx: &Context) -> Vec<Finding> {
                 // Texts that differ only in markup that renders nothing (`{% generation %}`
                 // tags for assistant masks, whitespace control) serve the same prompts.
                 None => Finding::new(
-                    Boundary::Template,
-                    "template.gguf-vs-hf",
+                    checks::TEMPLATE_GGUF_VS_HF,
                     Severity::Info,
                     format!(
                         "the GGUF's chat template text differs from the Hugging Face files', but both render the same text for {}, with and without a generation prompt",
@@ -124,8 +122,7 @@ fn gguf_vs_hf(ctx: &Context) -> Vec<Finding> {
                     ),
                 ),
                 Some(diff) => Finding::new(
-                    Boundary::Template,
-                    "template.gguf-vs-hf",
+                    checks::TEMPLATE_GGUF_VS_HF,
                     Severity::Warning,
                     "the GGUF's chat template differs from the Hugging Face files' template",
                 )
@@ -149,8 +146,7 @@ fn gguf_vs_hf(ctx: &Context) -> Vec<Finding> {
             if g != h {
                 out.push(
                     Finding::new(
-                        Boundary::Tokenizer,
-                        "tokenizer.gguf-vs-hf",
+                        checks::TOKENIZER_GGUF_VS_HF,
                         Severity::Warning,
                         format!("the GGUF's {name} differs from the Hugging Face files'"),
                     )
@@ -185,8 +181,7 @@ fn gguf_vs_hf(ctx: &Context) -> Vec<Finding> {
         };
         out.push(
             Finding::new(
-                Boundary::GenerationConfig,
-                "generation.gguf-vs-hf",
+                checks::GENERATION_GGUF_VS_HF,
                 Severity::Warning,
                 "the GGUF's eos/eot ids differ from generation_config.json's eos_token_id",
             )

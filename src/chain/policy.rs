@@ -8,7 +8,7 @@ use crate::verdict::{Finding, Severity};
 pub fn apply_policy(findings: &mut Vec<Finding>, policy: &ServerSection) {
     findings.retain(|f| !policy.skips(f.check));
     for f in findings {
-        if f.severity == Severity::Warning && policy.strict.iter().any(|s| s == f.check) {
+        if f.severity == Severity::Warning && policy.strict.iter().any(|s| s == f.check.id) {
             f.severity = Severity::Error;
             f.message.push_str(" (strict in this suite)");
         }
@@ -21,25 +21,15 @@ mod tests {
 
     #[test]
     fn skip_drops_and_strict_promotes_once() {
-        use crate::verdict::Boundary;
+        use crate::verdict::checks;
         let policy = ServerSection {
             strict: vec!["server.health".into()],
             skip: vec!["tokenizer.round-trip".into()],
             ..ServerSection::default()
         };
         let mut f = vec![
-            Finding::new(
-                Boundary::Tokenizer,
-                "tokenizer.round-trip",
-                Severity::Warning,
-                "nfc",
-            ),
-            Finding::new(
-                Boundary::Server,
-                "server.health",
-                Severity::Warning,
-                "no /health",
-            ),
+            Finding::new(checks::TOKENIZER_ROUND_TRIP, Severity::Warning, "nfc"),
+            Finding::new(checks::SERVER_HEALTH, Severity::Warning, "no /health"),
         ];
         apply_policy(&mut f, &policy);
         apply_policy(&mut f, &policy);

@@ -6,14 +6,13 @@
 //! transformers would (its input preprocessing included) and classed: renders, raises (with
 //! the template's message) or silently drops content. A shape the suite itself uses that
 //! raises is an error (the deploy will fail on real traffic); the others are warnings.
+use crate::verdict::checks;
 use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use super::{limit_is_bad_input, Boundary::Template, Context, Finding, Pipeline, Severity};
+use super::{limit_is_bad_input, Context, Finding, Pipeline, Severity};
 use crate::error::Result;
-
-const ID: &str = "template.message-shapes";
 
 /// One message shape: a name, the chat, and the texts a faithful render must contain.
 struct Shape {
@@ -210,9 +209,13 @@ fn try_shape(p: &Pipeline, s: &Shape) -> Result<Outcome> {
 
 /// "the serving template <what>", with the shape and one piece of evidence.
 fn shape_finding(sev: Severity, shape: &str, what: String, evidence: (&str, String)) -> Finding {
-    Finding::new(Template, ID, sev, format!("the serving template {what}"))
-        .with("shape", shape)
-        .with(evidence.0, evidence.1)
+    Finding::new(
+        checks::TEMPLATE_MESSAGE_SHAPES,
+        sev,
+        format!("the serving template {what}"),
+    )
+    .with("shape", shape)
+    .with(evidence.0, evidence.1)
 }
 
 /// `rows_use`: the shapes the SFT rows and the suite's conversations use.
@@ -279,8 +282,7 @@ pub fn check(
     }
     if out.is_empty() {
         out.push(Finding::pass(
-            Template,
-            ID,
+            checks::TEMPLATE_MESSAGE_SHAPES,
             format!(
                 "the serving template renders all {} client message shapes without losing content",
                 fine.len()
@@ -289,8 +291,7 @@ pub fn check(
     } else if !fine.is_empty() {
         out.push(
             Finding::new(
-                Template,
-                ID,
+                checks::TEMPLATE_MESSAGE_SHAPES,
                 Severity::Info,
                 "message shapes that render with all their content",
             )

@@ -1,5 +1,6 @@
 //! Boundary 3, the chat template: does the serving template produce the same token ids as the
 //! SFT format, for whole conversations and for the prompt the server builds before a reply?
+use crate::verdict::checks;
 use std::collections::BTreeSet;
 
 use chrono::NaiveDateTime;
@@ -10,9 +11,7 @@ use super::diff::{diverge, first_difference, space_prefix_only, Divergence, Dive
 use super::rows::Examples;
 use super::tokens::short;
 use super::tokens::{leading_count, show_tokens};
-use super::{
-    limit_is_bad_input, Boundary::Template, Context, Conversation, Finding, Pipeline, Severity, Sft,
-};
+use super::{limit_is_bad_input, Context, Conversation, Finding, Pipeline, Severity, Sft};
 use crate::error::{Error, Result};
 
 pub fn check(
@@ -25,7 +24,7 @@ pub fn check(
         if ctx.model.tokenizer.is_none() {
             return Ok(vec![]); // already reported at the tokenizer boundary
         }
-        return Ok(vec![Finding::new(Template, "template.present", Severity::Error, "the model ships no chat template (chat_template.jinja, tokenizer_config.json, GGUF metadata): servers fall back to a built-in format")
+        return Ok(vec![Finding::new(checks::TEMPLATE_PRESENT, Severity::Error, "the model ships no chat template (chat_template.jinja, tokenizer_config.json, GGUF metadata): servers fall back to a built-in format")
             .with("dir", ctx.model.root.display())]);
     };
     let mut out = vec![vs_lock(ctx, serving)];
@@ -34,8 +33,7 @@ pub fn check(
     out.extend(super::framing::findings(serving));
     if !t.render_failed.is_empty() {
         let mut f = Finding::new(
-            Template,
-            "template.render",
+            checks::TEMPLATE_RENDER,
             Severity::Error,
             format!(
                 "the serving template fails on {} conversation(s)",
@@ -48,7 +46,7 @@ pub fn check(
         out.push(f);
     }
     if matches!(ctx.sft, Sft::Unknown) {
-        out.push(Finding::new(Template, "template.parity", Severity::Info, "the suite names no SFT format ([sft] golden or template): template parity is not checked"));
+        out.push(Finding::new(checks::TEMPLATE_PARITY, Severity::Info, "the suite names no SFT format ([sft] golden or template): template parity is not checked"));
         return Ok(out);
     }
     out.push(bos_count(serving, t.first_compared.as_ref()));
@@ -65,7 +63,6 @@ pub fn check(
 /// What the template prints as a date, the day the suite pins, and the golden rows made on
 /// another day (compared at their own day, so a day passing is never a regression).
 fn dates(ctx: &Context, t: &TemplateTally) -> Option<Finding> {
-    const ID: &str = "template.date";
     let d = &ctx.dates;
     if !d.prints_date() {
         return None;
@@ -73,8 +70,7 @@ fn dates(ctx: &Context, t: &TemplateTally) -> Option<Finding> {
     let pinned = ctx.serving.as_ref().and_then(|p| p.now);
     let mut f = match (pinned, d.varies) {
         (Some(at), _) => Finding::new(
-            Template,
-            ID,
+            checks::TEMPLATE_DATE,
             Severity::Info,
             format!(
                 "the template prints a date ({}): offline it is rendered at the suite's day, {}",
@@ -83,8 +79,7 @@ fn dates(ctx: &Context, t: &TemplateTally) -> Option<Finding> {
             ),
         ),
         (None, true) => Finding::new(
-            Template,
-            ID,
+            checks::TEMPLATE_DATE,
             Severity::Warning,
             format!(
                 "the template prints today's date ({}) and the suite pins no day: what is accepted today differs tomorrow",
@@ -99,8 +94,7 @@ fn dates(ctx: &Context, t: &TemplateTally) -> Option<Finding> {
             ),
         ),
         (None, false) => Finding::new(
-            Template,
-            ID,
+            checks::TEMPLATE_DATE,
             Severity::Info,
             format!(
                 "the template prints `date_string` when a server passes one (llama-server passes today's): {}",
@@ -238,8 +232,7 @@ fn degenerate_masks(rows: &Examples<String>) -> Option<Finding> {
     let first = rows.first()?;
     Some(
         Finding::new(
-            Template,
-            "template.assistant-mask",
+            checks::TEMPLATE_ASSISTANT_MASK,
             Severity::Warning,
             format!(
                 "{} golden row(s) carry an all-zero or all-one assistant_mask, treated as absent: the template that produced them has no {{% generation %}} block, so return_assistant_tokens_mask marked nothing",
@@ -255,15 +248,13 @@ fn degenerate_masks(rows: &Examples<String>) -> Option<Finding> {
 /// The text each template appends for add_generation_prompt, compared directly when the SFT
 /// side is a template (with golden ids the token-level check above covers it).
 fn suffix_vs_sft(ctx: &Context, serving: &Pipeline) -> Option<Finding> {
-    const ID: &str = "template.generation-prompt-suffix";
     let Sft::Template(sft) = &ctx.sft else {
         return None;
     };
     let (s, t) = (generation_suffix(serving), generation_suffix(sft));
     Some(if s == t {
         Finding::pass(
-            Template,
-            ID,
+            checks::TEMPLATE_GENERATION_PROMPT_SUFFIX,
             format!(
                 "both templates append {:?} for a reply",
                 s.unwrap_or_default()
@@ -275,7 +266,7 @@ fn suffix_vs_sft(ctx: &Context, serving: &Pipeline) -> Option<Finding> {
                 .map(|x| format!("{x:?}"))
                 .unwrap_or_else(|| "(not an extension of the prompt)".into())
         };
-        Finding::new(Template, ID, Severity::Error, "generation-prompt: the serving template starts a reply differently from the SFT template")
+        Finding::new(checks::TEMPLATE_GENERATION_PROMPT_SUFFIX, Severity::Error, "generation-prompt: the serving template starts a reply differently from the SFT template")
             .with("class", DivergenceClass::GenerationPrompt.name())
             .with("serving appends", show(&s))
             .with("sft appends", show(&t))
@@ -347,20 +338,17 @@ fn vs_lock(ctx: &Context, serving: &Pipeline) -> Finding {
     let sha = template_sha256(serving.template.source());
     match ctx.lock.as_ref().and_then(|l| l.template.as_ref()) {
         None => Finding::new(
-            Template,
-            "template.lock",
+            checks::TEMPLATE_LOCK,
             Severity::Info,
             "no template identity in the lock",
         )
         .with("serving template", &serving.origin),
         Some(t) if t.sha256 == sha => Finding::pass(
-            Template,
-            "template.lock",
+            checks::TEMPLATE_LOCK,
             format!("the serving template matches the lock ({})", short(&sha)),
         ),
         Some(t) => Finding::new(
-            Template,
-            "template.lock",
+            checks::TEMPLATE_LOCK,
             Severity::Warning,
             "the serving template is not the locked one (parity below says whether it matters)",
         )
@@ -374,10 +362,13 @@ pub fn template_sha256(text: &str) -> String {
 }
 
 fn bos_count(serving: &Pipeline, first: Option<&Compared>) -> Finding {
-    const ID: &str = "template.bos-count";
     let bos = serving.bos_id();
     let Some((conv_id, messages, s, t)) = first else {
-        return Finding::new(Template, ID, Severity::Info, "no conversation to compare");
+        return Finding::new(
+            checks::TEMPLATE_BOS_COUNT,
+            Severity::Info,
+            "no conversation to compare",
+        );
     };
     let (ns, nt) = (leading_count(s, bos), leading_count(t, bos));
     let bos_text = match (&serving.special.bos_token, bos) {
@@ -389,8 +380,11 @@ fn bos_count(serving: &Pipeline, first: Option<&Compared>) -> Finding {
         (None, None) => "(none)".into(),
     };
     if ns == nt {
-        return Finding::pass(Template, ID, format!("{ns} leading BOS on both sides"))
-            .with("bos", bos_text);
+        return Finding::pass(
+            checks::TEMPLATE_BOS_COUNT,
+            format!("{ns} leading BOS on both sides"),
+        )
+        .with("bos", bos_text);
     }
     // Counts that differ as part of another chat format (llama-2's `<s>[INST]` served for
     // ChatML) are that format's fault, which template.parity names.
@@ -400,8 +394,7 @@ fn bos_count(serving: &Pipeline, first: Option<&Compared>) -> Finding {
             DivergenceClass::DoubleBos | DivergenceClass::MissingBos
         ) {
             return Finding::new(
-                Template,
-                ID,
+                checks::TEMPLATE_BOS_COUNT,
                 Severity::Info,
                 format!(
                     "{ns} leading BOS served, {nt} in the SFT data, as part of another chat format ({}): see template.parity",
@@ -418,8 +411,7 @@ fn bos_count(serving: &Pipeline, first: Option<&Compared>) -> Finding {
         DivergenceClass::MissingBos
     };
     Finding::new(
-        Template,
-        ID,
+        checks::TEMPLATE_BOS_COUNT,
         Severity::Error,
         format!(
             "{}: the serving prompt starts with {ns} BOS, the SFT data with {nt}",
@@ -441,7 +433,6 @@ fn bos_count(serving: &Pipeline, first: Option<&Compared>) -> Finding {
 }
 
 fn parity(t: &TemplateTally, serving: &Pipeline) -> Finding {
-    const ID: &str = "template.parity";
     let (total, prefix_only) = (t.compared, &t.prefix_only);
     let with_prefix_count = |f: Finding| match prefix_only.count {
         0 => f,
@@ -452,24 +443,27 @@ fn parity(t: &TemplateTally, serving: &Pipeline) -> Finding {
     };
     if total == 0 {
         return Finding::new(
-            Template,
-            ID,
+            checks::TEMPLATE_PARITY,
             Severity::Info,
             "no conversation rendered on both sides: nothing to compare",
         );
     }
     let Some((id, d)) = t.diverged.first() else {
         if let Some((id, d)) = prefix_only.first() {
-            return space_prefix_only(Template, ID, prefix_only.count, total, "conversations")
-                .with("first conversation", id)
-                .with("first difference at token", d.position)
-                .with("serving", &d.serving_context)
-                .with("sft", &d.sft_context)
-                .with("serving template", &serving.origin);
+            return space_prefix_only(
+                checks::TEMPLATE_PARITY,
+                prefix_only.count,
+                total,
+                "conversations",
+            )
+            .with("first conversation", id)
+            .with("first difference at token", d.position)
+            .with("serving", &d.serving_context)
+            .with("sft", &d.sft_context)
+            .with("serving template", &serving.origin);
         }
         return Finding::pass(
-            Template,
-            ID,
+            checks::TEMPLATE_PARITY,
             format!(
                 "the serving template reproduces the SFT token ids for all {total} conversations"
             ),
@@ -479,8 +473,7 @@ fn parity(t: &TemplateTally, serving: &Pipeline) -> Finding {
     let classes: Vec<&str> = t.classes.iter().copied().collect();
     with_prefix_count(
         Finding::new(
-            Template,
-            ID,
+            checks::TEMPLATE_PARITY,
             Severity::Error,
             format!(
                 "{}: the serving render differs from the SFT ids in {} of {total} conversations",
@@ -630,16 +623,14 @@ fn generation_prompt(
 
 /// The generation prompt's finding when no turn differed.
 fn prompt_pass(checked: usize, suffix: &Option<String>) -> Finding {
-    const ID: &str = "template.generation-prompt";
     if checked == 0 {
         return Finding::new(
-            Template,
-            ID,
+            checks::TEMPLATE_GENERATION_PROMPT,
             Severity::Info,
             "no assistant turn to check the generation prompt against",
         );
     }
-    let mut f = Finding::pass(Template, ID, format!("the serving prompt equals the training context before each of {checked} assistant turns"));
+    let mut f = Finding::pass(checks::TEMPLATE_GENERATION_PROMPT, format!("the serving prompt equals the training context before each of {checked} assistant turns"));
     if let Some(s) = suffix {
         f = f.with("generation prompt", format!("{s:?}"));
     }
@@ -672,8 +663,7 @@ fn prompt_finding(
         "the server's prompt differs from the training context before the reply"
     };
     let mut f = Finding::new(
-        Template,
-        "template.generation-prompt",
+        checks::TEMPLATE_GENERATION_PROMPT,
         Severity::Error,
         format!("generation-prompt: {what}"),
     )

@@ -1,6 +1,7 @@
 //! Boundary 2, the tokenizer: is it the one we trained with — the same file, the same
 //! behaviour on a fixed probe corpus, the same special tokens in every file, and the same ids
 //! for the SFT data?
+use crate::verdict::checks;
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
@@ -9,7 +10,7 @@ use super::probe::{PROBE_CORPUS, PROBE_VERSION};
 use super::rows::Examples;
 use super::tokens::short;
 use super::tokens::{decode, encode, show_tokens, single_id};
-use super::{Boundary::Tokenizer as Tok, Context, Conversation, Finding, Severity};
+use super::{Context, Conversation, Finding, Severity};
 use crate::artifacts::ModelDir;
 use crate::error::Error;
 use crate::error::Result;
@@ -17,8 +18,7 @@ use crate::error::Result;
 pub fn check(ctx: &Context, reencode: &ReencodeTally) -> Result<Vec<Finding>> {
     let Some(tok) = ctx.model.tokenizer.as_ref() else {
         return Ok(vec![Finding::new(
-            Tok,
-            "tokenizer.present",
+            checks::TOKENIZER_PRESENT,
             Severity::Error,
             "the model directory has no tokenizer (tokenizer.json, or GGUF tokenizer metadata)",
         )
@@ -49,8 +49,7 @@ fn stack(ctx: &Context) -> Finding {
         }
     };
     let mut f = Finding::new(
-        Tok,
-        "tokenizer.stack",
+        checks::TOKENIZER_STACK,
         Severity::Info,
         format!("predicting what {} feeds the model ({why})", ctx.stack),
     );
@@ -94,8 +93,7 @@ pub fn fingerprint_v(tok: &Tokenizer, version: u32) -> Result<String> {
 fn vs_lock(ctx: &Context, tok: &Tokenizer, file_sha: &str) -> Result<Vec<Finding>> {
     let Some(locked) = ctx.lock.as_ref().and_then(|l| l.tokenizer.as_ref()) else {
         return Ok(vec![Finding::new(
-            Tok,
-            "tokenizer.lock",
+            checks::TOKENIZER_LOCK,
             Severity::Warning,
             "no tokenizer identity in the lock: tokenizer drift cannot be detected",
         )
@@ -105,14 +103,12 @@ fn vs_lock(ctx: &Context, tok: &Tokenizer, file_sha: &str) -> Result<Vec<Finding
     let fp = fingerprint_v(tok, locked.probe_version)?;
     let file = if locked.sha256 == file_sha {
         Finding::pass(
-            Tok,
-            "tokenizer.file-hash",
+            checks::TOKENIZER_FILE_HASH,
             format!("tokenizer file matches the lock ({})", short(file_sha)),
         )
     } else {
         Finding::new(
-            Tok,
-            "tokenizer.file-hash",
+            checks::TOKENIZER_FILE_HASH,
             Severity::Warning,
             "the tokenizer file differs from the lock (re-saved, or replaced)",
         )
@@ -121,8 +117,7 @@ fn vs_lock(ctx: &Context, tok: &Tokenizer, file_sha: &str) -> Result<Vec<Finding
     };
     let semantic = if locked.fingerprint == fp {
         let mut f = Finding::pass(
-            Tok,
-            "tokenizer.fingerprint",
+            checks::TOKENIZER_FINGERPRINT,
             format!(
                 "the tokenizer splits the probe corpus as locked ({})",
                 short(&fp)
@@ -140,7 +135,7 @@ fn vs_lock(ctx: &Context, tok: &Tokenizer, file_sha: &str) -> Result<Vec<Finding
         }
         f
     } else {
-        let mut f = Finding::new(Tok, "tokenizer.fingerprint", Severity::Error, "the tokenizer splits text differently from the locked one: another tokenizer, or another version of it")
+        let mut f = Finding::new(checks::TOKENIZER_FINGERPRINT, Severity::Error, "the tokenizer splits text differently from the locked one: another tokenizer, or another version of it")
             .with("locked", short(&locked.fingerprint))
             .with("found", short(&fp));
         if locked.vocab_size != tok.get_vocab_size(true) {
@@ -156,7 +151,6 @@ fn vs_lock(ctx: &Context, tok: &Tokenizer, file_sha: &str) -> Result<Vec<Finding
 
 /// decode(encode(x)) == x on the probe corpus: text lost here is text the model never sees.
 fn round_trip(tok: &Tokenizer) -> Result<Finding> {
-    const ID: &str = "tokenizer.round-trip";
     let mut lost = Vec::new();
     for s in PROBE_CORPUS {
         let ids = encode(tok, s, false)?;
@@ -167,8 +161,7 @@ fn round_trip(tok: &Tokenizer) -> Result<Finding> {
     }
     if lost.is_empty() {
         return Ok(Finding::pass(
-            Tok,
-            ID,
+            checks::TOKENIZER_ROUND_TRIP,
             format!(
                 "decode(encode(x)) == x for all {} probe strings",
                 PROBE_CORPUS.len()
@@ -184,8 +177,7 @@ fn round_trip(tok: &Tokenizer) -> Result<Finding> {
         Severity::Info
     };
     let mut f = Finding::new(
-        Tok,
-        ID,
+        checks::TOKENIZER_ROUND_TRIP,
         sev,
         format!(
             "{} of {} probe strings do not survive decode(encode(x))",
@@ -205,7 +197,6 @@ fn squash(s: &str) -> String {
 
 /// Special tokens named in every file must agree with each other and with the vocabulary.
 pub fn special_tokens(model: &ModelDir) -> Vec<Finding> {
-    const ID: &str = "tokenizer.special-tokens";
     let Some(tok) = model.tokenizer.as_ref().map(|t| &t.tokenizer) else {
         return vec![];
     };
@@ -292,9 +283,9 @@ pub fn special_tokens(model: &ModelDir) -> Vec<Finding> {
     }
     let worst = problems.iter().map(|p| p.0).max();
     match worst {
-        None => vec![Finding::pass(Tok, ID, "special tokens agree across tokenizer.json, tokenizer_config.json, special_tokens_map.json, config.json and generation_config.json")],
+        None => vec![Finding::pass(checks::TOKENIZER_SPECIAL_TOKENS, "special tokens agree across tokenizer.json, tokenizer_config.json, special_tokens_map.json, config.json and generation_config.json")],
         Some(sev) => {
-            let mut f = Finding::new(Tok, ID, sev, "special tokens disagree between the model's files");
+            let mut f = Finding::new(checks::TOKENIZER_SPECIAL_TOKENS, sev, "special tokens disagree between the model's files");
             for (_, p) in problems {
                 f = f.with("problem", p);
             }
@@ -404,7 +395,6 @@ fn same_after_bos(ctx: &Context, again: &[u32], ids: &[u32]) -> bool {
 
 /// The golden re-encode's finding over all rows.
 fn golden_reencode(ctx: &Context, rows: &ReencodeTally) -> Vec<Finding> {
-    const ID: &str = "tokenizer.golden-reencode";
     let Some(tok) = serving_tokenizer(ctx) else {
         return vec![];
     };
@@ -428,20 +418,23 @@ fn golden_reencode(ctx: &Context, rows: &ReencodeTally) -> Vec<Finding> {
     };
     let Some(first) = rows.failures.first() else {
         if let Some(first) = rows.prefix_only.first() {
-            let f = space_prefix_only(Tok, ID, rows.prefix_only.count, golden, "golden rows");
+            let f = space_prefix_only(
+                checks::TOKENIZER_GOLDEN_REENCODE,
+                rows.prefix_only.count,
+                golden,
+                "golden rows",
+            );
             return vec![show(first, f)];
         }
         return vec![Finding::pass(
-            Tok,
-            ID,
+            checks::TOKENIZER_GOLDEN_REENCODE,
             format!(
                 "the serving tokenizer re-encodes all {golden} golden SFT rows to the same ids"
             ),
         )];
     };
     let mut f = Finding::new(
-        Tok,
-        ID,
+        checks::TOKENIZER_GOLDEN_REENCODE,
         Severity::Error,
         format!(
             "the serving tokenizer encodes the SFT text differently in {} of {golden} golden rows",
@@ -461,19 +454,17 @@ fn golden_reencode(ctx: &Context, rows: &ReencodeTally) -> Vec<Finding> {
 /// tokens than the embedding is the tokenizer's fault: a swapped checkpoint is caught earlier,
 /// by its hash and fingerprint, while these weights still match the lock.
 pub fn vocab_size(model: &ModelDir) -> Option<Finding> {
-    const ID: &str = "tokenizer.vocab-size";
     let config = model.config.as_ref()?;
     let tok = model.tokenizer.as_ref()?;
     let declared = config.vocab_size?;
     let tok_size = tok.vocab_size as u64;
     Some(if tok_size > declared {
-        Finding::new(Tok, ID, Severity::Error, "the tokenizer has more tokens than the model's embedding: some ids index past the embedding table")
+        Finding::new(checks::TOKENIZER_VOCAB_SIZE, Severity::Error, "the tokenizer has more tokens than the model's embedding: some ids index past the embedding table")
             .with("config.json vocab_size", declared)
             .with("tokenizer size", tok_size)
     } else if tok_size < declared {
         Finding::new(
-            Tok,
-            ID,
+            checks::TOKENIZER_VOCAB_SIZE,
             Severity::Info,
             "the embedding is larger than the tokenizer (padding rows are common)",
         )
@@ -481,8 +472,7 @@ pub fn vocab_size(model: &ModelDir) -> Option<Finding> {
         .with("tokenizer size", tok_size)
     } else {
         Finding::pass(
-            Tok,
-            ID,
+            checks::TOKENIZER_VOCAB_SIZE,
             format!("config.json vocab_size = tokenizer size = {declared}"),
         )
     })

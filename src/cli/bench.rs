@@ -184,7 +184,7 @@ async fn bench(a: BenchArgs) -> Result<i32> {
             {
                 eprintln!(
                     "{} {}: {}",
-                    f.check,
+                    f.check.id,
                     format!("{:?}", f.severity).to_lowercase(),
                     crate::secrets::redact(&f.message)
                 );

@@ -89,7 +89,7 @@ pub fn run(a: GateArgs) -> Result<i32> {
     // After the report: a record that cannot be kept is an error of its own (exit 2), printed
     // after the verdict it would have recorded.
     super::history::append_gate(&a.history, &report, &a.suite)?;
-    Ok(report.exit_code)
+    Ok(report.exit_code.code())
 }
 
 /// The report on stdout in the chosen format, and the files asked for.

@@ -119,7 +119,7 @@ pub(super) fn append_gate(
             command: "gate",
             suite_file,
             target: &report.target,
-            exit_code: report.exit_code,
+            exit_code: report.exit_code.code(),
             findings: &report.findings.0,
             latency: &report.latency,
         },

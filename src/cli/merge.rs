@@ -34,5 +34,5 @@ pub fn run(a: MergeArgs) -> Result<i32> {
         .unwrap_or_else(|| PathBuf::from(&report.suite_file));
     super::gate::emit(&a.reports, &report, &suite)?;
     super::history::append_gate(&a.history, &report, &suite)?;
-    Ok(report.exit_code)
+    Ok(report.exit_code.code())
 }

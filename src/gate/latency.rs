@@ -1,13 +1,14 @@
 //! The latency stage: the replay prompts, streamed, in a closed loop (concurrency c, R repeats,
 //! warm-up first), measured as docs/design/METRICS.md defines it and compared with the baseline stored for
 //! this kind of target under `snapshots/<suite>/latency/`. `--update` records a new baseline.
+use crate::verdict::checks::{self, Check};
 use std::path::PathBuf;
 use std::time::Instant;
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use crate::chain::{Boundary::Server, Finding, Severity};
+use crate::chain::{Finding, Severity};
 use crate::endpoint::openai::CallError;
 use crate::endpoint::spec::{Target, TargetSpec};
 use crate::error::Result;
@@ -271,7 +272,6 @@ pub fn judge(data: &LatencyData, section: &LatencySection, update: bool) -> Meas
         };
         let metric = v.metric.name().to_uppercase();
         let f = Finding::new(
-            Server,
             id,
             severity,
             format!("{metric} {phrase}: {}", v.verdict.reason),
@@ -291,8 +291,7 @@ pub fn judge(data: &LatencyData, section: &LatencySection, update: bool) -> Meas
     findings.extend(slo(section, &summary));
     if summary.errors > 0 {
         findings.push(Finding::new(
-            Server,
-            "server.latency-errors",
+            checks::SERVER_LATENCY_ERRORS,
             Severity::Error,
             format!(
                 "{} of {} latency requests failed",
@@ -313,16 +312,14 @@ pub fn judge(data: &LatencyData, section: &LatencySection, update: bool) -> Meas
 
 /// `server.latency-client`: whether the client kept up (event loop, CPU, send drift).
 fn client_finding(client: Option<&ClientHealth>, unreliable: Option<&str>) -> Finding {
-    const ID: &str = "server.latency-client";
     let mut f = match unreliable {
         Some(why) => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_LATENCY_CLIENT,
             Severity::Warning,
             format!("the latency figures are unreliable: {why}"),
         )
         .with("fix", "measure from a less loaded machine (in-process: nothing else running on it), lower the concurrency, or split the run across runners (--shard K/N)"),
-        None => Finding::pass(Server, ID, "the client kept up while it measured"),
+        None => Finding::pass(checks::SERVER_LATENCY_CLIENT, "the client kept up while it measured"),
     };
     if let Some(c) = client {
         f = f.with(
@@ -373,13 +370,13 @@ fn compact(mut rec: Record) -> Record {
 }
 
 /// `server.latency-ttft`, … — the latency of the server (or in-process model) under test.
-fn check_id(m: Metric) -> &'static str {
+fn check_id(m: Metric) -> &'static Check {
     match m {
-        Metric::Ttft => "server.latency-ttft",
-        Metric::Tpot => "server.latency-tpot",
-        Metric::E2el => "server.latency-e2el",
-        Metric::Itl => "server.latency-itl",
-        _ => "server.latency",
+        Metric::Ttft => checks::SERVER_LATENCY_TTFT,
+        Metric::Tpot => checks::SERVER_LATENCY_TPOT,
+        Metric::E2el => checks::SERVER_LATENCY_E2EL,
+        Metric::Itl => checks::SERVER_LATENCY_ITL,
+        _ => checks::SERVER_LATENCY,
     }
 }
 
@@ -393,8 +390,7 @@ fn baseline_status(
     match (baseline, update) {
         (_, true) => Some(
             Finding::new(
-                Server,
-                "server.latency-baseline",
+                checks::SERVER_LATENCY_BASELINE,
                 Severity::Info,
                 "this run was recorded as the new latency baseline (--update)",
             )
@@ -402,8 +398,7 @@ fn baseline_status(
         ),
         (None, false) => Some(
             Finding::new(
-                Server,
-                "server.latency-baseline",
+                checks::SERVER_LATENCY_BASELINE,
                 Severity::Info,
                 format!("no latency baseline {label:?} yet: nothing to compare with"),
             )
@@ -418,8 +413,7 @@ fn baseline_status(
             let diffs = b.environment.differences(&here);
             (!diffs.is_empty()).then(|| {
                 Finding::new(
-                    Server,
-                    "server.latency-baseline",
+                    checks::SERVER_LATENCY_BASELINE,
                     Severity::Info,
                     "the baseline was measured on another environment: compare with care",
                 )
@@ -461,8 +455,7 @@ impl MachineChange {
             "the target is a remote server, whose latency barely depends on this client machine, so the verdict uses the raw baseline"
         };
         let mut f = Finding::new(
-            Server,
-            "server.latency-baseline",
+            checks::SERVER_LATENCY_BASELINE,
             Severity::Info,
             format!(
                 "this machine is {speed} than the baseline's on the calibration workload; {used}"
@@ -503,9 +496,9 @@ fn slo(section: &LatencySection, summary: &RunSummary) -> Option<Finding> {
         min * 100.0
     );
     Some(if have + 1e-9 < min {
-        Finding::new(Server, "server.slo", Severity::Error, msg)
+        Finding::new(checks::SERVER_SLO, Severity::Error, msg)
     } else {
-        Finding::pass(Server, "server.slo", msg)
+        Finding::pass(checks::SERVER_SLO, msg)
     })
 }
 

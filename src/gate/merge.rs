@@ -134,7 +134,7 @@ pub fn merge(paths: &[PathBuf], suite: Option<&Path>) -> Result<GateReport> {
         definitions: crate::latency::definitions(),
         duration_s: parts.iter().map(|p| p.duration_s).fold(0.0, f64::max),
         phases: Vec::new(),
-        exit_code: 0,
+        exit_code: crate::verdict::Outcome::Pass,
     };
     if !first.prompts.is_empty() {
         findings.extend(super::replay::snapshot_findings(
@@ -161,7 +161,7 @@ pub fn merge(paths: &[PathBuf], suite: Option<&Path>) -> Result<GateReport> {
     };
     all.sort();
     report.findings = all;
-    report.exit_code = code;
+    report.exit_code = crate::verdict::Outcome::from_code(code);
     Ok(report)
 }
 

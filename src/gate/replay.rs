@@ -1,10 +1,11 @@
 //! The replay stage: every prompt goes to the target once (not streamed), its reply is compared
 //! with the accepted snapshot under the prompt's comparator, and a change becomes a pending
 //! `.snap.new` beside the accepted file — never over it. `--update` is the explicit accept.
+use crate::verdict::checks;
 use std::collections::BTreeMap;
 
 use crate::chain::online::Determinism;
-use crate::chain::{Boundary::Replay, Finding, Severity};
+use crate::chain::{Finding, Severity};
 use crate::endpoint::spec::{Target, TargetSpec};
 use crate::error::Result;
 use crate::replay::Prompt;
@@ -311,8 +312,7 @@ fn dated_finding(results: &[PromptResult], dates: &super::dates::DatePlan) -> Op
         .collect();
     let first = aside.first()?;
     let mut f = Finding::new(
-        Replay,
-        "replay.date",
+        checks::REPLAY_DATE,
         Severity::Info,
         format!(
             "{} of {} replies differ from snapshots made on another day and were not judged: the template prints the date ({})",
@@ -338,8 +338,7 @@ pub fn snapshot_findings(results: &[PromptResult], chosen: usize) -> Vec<Finding
         .collect();
     if bad.is_empty() {
         out.push(Finding::pass(
-            Replay,
-            "replay.snapshots",
+            checks::REPLAY_SNAPSHOTS,
             format!("{} prompt(s) match their accepted snapshots", results.len()),
         ));
     } else {
@@ -359,7 +358,7 @@ pub fn snapshot_findings(results: &[PromptResult], chosen: usize) -> Vec<Finding
         } else {
             format!("{} of {chosen} prompt(s) differ from their accepted snapshots (pending .snap.new files wait for review: chatgate review)", bad.len())
         };
-        let mut f = Finding::new(Replay, "replay.snapshots", Severity::Error, message);
+        let mut f = Finding::new(checks::REPLAY_SNAPSHOTS, Severity::Error, message);
         for r in bad.iter().take(8) {
             f = f.with("prompt", format!("{} [{:?}] {}", r.id, r.status, r.detail));
         }
@@ -376,8 +375,7 @@ pub fn orphans(store: &Store, known: &[String]) -> Result<Option<Finding>> {
     }
     Ok(Some(
         Finding::new(
-            Replay,
-            "replay.orphans",
+            checks::REPLAY_ORPHANS,
             Severity::Warning,
             format!(
                 "{} snapshot(s) belong to no prompt of the suite",

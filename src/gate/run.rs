@@ -1,6 +1,7 @@
 //! Running the gate: its stages in order — the context, the chains, the replay, the latency — and the report they fold into.
-#[allow(unused_imports)]
 use super::*;
+#[allow(unused_imports)]
+use crate::verdict::checks::{self, Check};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -9,7 +10,7 @@ use serde_json::Value;
 
 use crate::chain::online::{Online, Probe, ProbeSettings, Reference};
 use crate::chain::recording;
-use crate::chain::{self, Boundary, Context, Finding, Findings, Severity};
+use crate::chain::{self, Context, Finding, Findings, Severity};
 use crate::endpoint::candle::memory;
 use crate::endpoint::local::CandleTarget;
 use crate::endpoint::reference::{ReferenceServer, ServerSpec};
@@ -42,17 +43,17 @@ pub struct GateOptions {
 
 /// Checks the merge of sharded parts recomputes from every shard's results, so a part does not
 /// carry them: the replay verdict and everything judged from latency samples.
-pub(super) const RECOMPUTED: &[&str] = &[
-    "replay.snapshots",
-    "server.latency",
-    "server.latency-ttft",
-    "server.latency-tpot",
-    "server.latency-e2el",
-    "server.latency-itl",
-    "server.latency-baseline",
-    "server.latency-errors",
-    "server.latency-client",
-    "server.slo",
+pub(super) static RECOMPUTED: &[&Check] = &[
+    checks::REPLAY_SNAPSHOTS,
+    checks::SERVER_LATENCY,
+    checks::SERVER_LATENCY_TTFT,
+    checks::SERVER_LATENCY_TPOT,
+    checks::SERVER_LATENCY_E2EL,
+    checks::SERVER_LATENCY_ITL,
+    checks::SERVER_LATENCY_BASELINE,
+    checks::SERVER_LATENCY_ERRORS,
+    checks::SERVER_LATENCY_CLIENT,
+    checks::SERVER_SLO,
 ];
 
 /// What a shard's part holds besides the report: filled in as the run goes.
@@ -114,8 +115,7 @@ pub(super) async fn within(
             let mut findings = Findings::default();
             findings.push(
                 Finding::new(
-                    Boundary::Server,
-                    "server.reachable",
+                    checks::SERVER_REACHABLE,
                     Severity::Error,
                     format!("the run's deadline of {secs} s passed before the gate finished: the target is too slow or stalled"),
                 )
@@ -159,7 +159,7 @@ pub(super) fn write_part(
         determinism: pieces.determinism,
         results: report.prompts.clone(),
         latency: pieces.latency,
-        exit_code: report.exit_code,
+        exit_code: report.exit_code.code(),
         duration_s: report.duration_s,
     }
     .write(path)
@@ -281,12 +281,7 @@ async fn stages(
             report.latency = measured.rows;
             report.latency_totals = Some(measured.totals);
             if let Some(why) = measured.unreachable {
-                findings.push(Finding::new(
-                    Boundary::Server,
-                    "server.reachable",
-                    Severity::Error,
-                    why,
-                ));
+                findings.push(Finding::new(checks::SERVER_REACHABLE, Severity::Error, why));
                 return Ok(finish(report, findings, started, 3));
             }
             if let Some(f) = breaker_finding(&target) {
@@ -373,8 +368,7 @@ pub(super) fn model_under_test(suite: &mut Suite, spec: &TargetSpec) -> Option<F
     let configured = std::mem::replace(&mut suite.model_dir, dir.clone());
     Some(
         Finding::new(
-            Boundary::Checkpoint,
-            "checkpoint.model-dir",
+            checks::CHECKPOINT_MODEL_DIR,
             Severity::Info,
             format!(
                 "the offline chain checks {} (the --target), not [model] dir {}",
@@ -402,7 +396,7 @@ pub(super) fn empty_report(suite: &Suite, spec: &TargetSpec) -> GateReport {
         definitions: crate::latency::definitions(),
         duration_s: 0.0,
         phases: Vec::new(),
-        exit_code: 0,
+        exit_code: crate::verdict::Outcome::Pass,
     }
 }
 
@@ -415,7 +409,7 @@ pub(super) fn finish(
     findings.sort();
     report.findings = findings;
     report.duration_s = started.elapsed().as_secs_f64();
-    report.exit_code = code;
+    report.exit_code = crate::verdict::Outcome::from_code(code);
     report
 }
 
@@ -426,8 +420,7 @@ pub(super) fn breaker_finding(target: &Target) -> Option<Finding> {
     };
     h.breaker_open().map(|why| {
         Finding::new(
-            Boundary::Server,
-            "server.reachable",
+            checks::SERVER_REACHABLE,
             Severity::Error,
             format!("the server stopped answering: {why}"),
         )
@@ -436,12 +429,7 @@ pub(super) fn breaker_finding(target: &Target) -> Option<Finding> {
 }
 
 pub(super) fn unreachable_finding(e: &Error) -> Finding {
-    let mut f = Finding::new(
-        Boundary::Server,
-        "server.reachable",
-        Severity::Error,
-        e.problem.clone(),
-    );
+    let mut f = Finding::new(checks::SERVER_REACHABLE, Severity::Error, e.problem.clone());
     if let Some(h) = &e.hint {
         f = f.with("hint", h);
     }
@@ -558,15 +546,13 @@ pub(super) async fn online(
 ) -> Result<chain::online::OnlineResult> {
     let Some(http) = target.http() else {
         let mut findings = vec![Finding::new(
-            Boundary::Server,
-            "server.target",
+            checks::SERVER_TARGET,
             Severity::Info,
             "the target runs in-process (candle): the server boundary is not exercised; point --target at a server to check it",
         )];
         if ctx.suite.client_command().is_some() {
             findings.push(Finding::new(
-                Boundary::Client,
-                "client.sse",
+                checks::CLIENT_SSE,
                 Severity::Info,
                 "[client] command runs only against a server: point --target at one to probe the client",
             ));

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::suite::Suite;
-use crate::verdict::{Finding, Severity};
+use crate::verdict::{checks, Finding, Severity};
 
 pub mod page;
 pub mod record;
@@ -23,7 +23,7 @@ pub fn identities(suite: &Suite, target: &str, findings: &[Finding]) -> Identiti
     let is_server = target.starts_with("http://") || target.starts_with("https://");
     let listed = findings
         .iter()
-        .any(|f| f.check == "server.models" && f.severity == Severity::Pass);
+        .any(|f| f.check == checks::SERVER_MODELS && f.severity == Severity::Pass);
     Identities {
         weights_total: lock.as_ref().map(|l| l.weights.total.clone()),
         tokenizer_fingerprint: lock
@@ -35,7 +35,7 @@ pub fn identities(suite: &Suite, target: &str, findings: &[Finding]) -> Identiti
         served_model: (is_server && listed).then(|| crate::endpoint::spec::model_name(suite)),
         system_fingerprint: findings
             .iter()
-            .filter(|f| f.check == "checkpoint.server-identity")
+            .filter(|f| f.check == checks::CHECKPOINT_SERVER_IDENTITY)
             .find_map(|f| f.evidence.get("system_fingerprint").cloned()),
     }
 }

@@ -76,7 +76,7 @@ fn runs_table(out: &mut String, t: &Trend) {
             commit(r.commit.as_deref()),
             esc(&r.target),
             if r.verdict == "pass" { "pass" } else { "fail" },
-            esc(&r.verdict),
+            esc(&r.verdict.to_string()),
             esc(r.first_broken.as_deref().unwrap_or("—")),
             r.p50.get("ttft").map_or("-".into(), |v| format!("{v:.2}")),
             r.p50.get("e2el").map_or("-".into(), |v| format!("{v:.2}")),

@@ -190,17 +190,12 @@ mod tests {
 
     #[test]
     fn a_check_keeps_its_worst_outcome() {
-        use crate::verdict::Boundary;
+        use crate::verdict::checks;
         let findings = vec![
-            Finding::pass(Boundary::Template, "template.message-shapes", "ok"),
-            Finding::new(
-                Boundary::Template,
-                "template.message-shapes",
-                Severity::Warning,
-                "w",
-            ),
-            Finding::new(Boundary::Server, "server.models", Severity::Error, "e"),
-            Finding::new(Boundary::Tokenizer, "tokenizer.lock", Severity::Error, "e"),
+            Finding::pass(checks::TEMPLATE_MESSAGE_SHAPES, "ok"),
+            Finding::new(checks::TEMPLATE_MESSAGE_SHAPES, Severity::Warning, "w"),
+            Finding::new(checks::SERVER_MODELS, Severity::Error, "e"),
+            Finding::new(checks::TOKENIZER_LOCK, Severity::Error, "e"),
         ];
         let r = Record::new(
             RunFacts {

@@ -123,14 +123,16 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// The short form for `LatencyRow.verdict`: `ok`, `regression`, `noise (±x ms)`,
-    /// `insufficient data`.
-    pub fn label(&self) -> String {
+    /// The report row's verdict.
+    pub fn row_verdict(&self) -> crate::verdict::LatencyVerdict {
+        use crate::verdict::LatencyVerdict as V;
         match self.status {
-            Status::Ok => "ok".into(),
-            Status::Regression => "regression".into(),
-            Status::Noise => format!("noise (±{:.2} ms)", self.noise_band.unwrap_or(0.0)),
-            Status::Insufficient => "insufficient data".into(),
+            Status::Ok => V::Ok,
+            Status::Regression => V::Regression,
+            Status::Noise => V::Noise {
+                band_ms: self.noise_band.unwrap_or(0.0),
+            },
+            Status::Insufficient => V::InsufficientData,
         }
     }
 }

@@ -102,7 +102,10 @@ pub fn latency_row(
     verdict: Option<&Verdict>,
 ) -> Option<LatencyRow> {
     let s = Summary::from_samples(samples)?;
-    let label = verdict.map_or_else(|| "no baseline".to_string(), Verdict::label);
+    let label = verdict.map_or(
+        crate::verdict::LatencyVerdict::NoBaseline,
+        Verdict::row_verdict,
+    );
     Some(LatencyRow {
         metric: metric.name().to_string(),
         n: s.n,

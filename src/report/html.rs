@@ -86,7 +86,7 @@ fn first_broken(out: &mut String, report: &GateReport, f: &Finding) {
     out.push_str(&format!(
         "<p class=\"lead\">First broken boundary: <strong>{}</strong> (<code>{}</code>) — {}</p>\n",
         f.boundary.name(),
-        esc(f.check),
+        esc(f.check.id),
         esc(&clip(&f.message, MAX_VALUE_CHARS))
     ));
     let mut items: Vec<String> = report
@@ -97,7 +97,7 @@ fn first_broken(out: &mut String, report: &GateReport, f: &Finding) {
             format!(
                 "<li><strong>{}</strong> (<code>{}</code>) — {}</li>",
                 d.boundary.name(),
-                esc(d.check),
+                esc(d.check.id),
                 esc(&clip(&d.message, MAX_VALUE_CHARS))
             )
         })
@@ -199,7 +199,7 @@ fn problems(out: &mut String, findings: &Findings, severity: Severity, title: &s
         out.push_str(&format!(
             "<div class=\"finding {cls}\">\n<div class=\"head\"><span class=\"boundary\">{}</span> <code>{}</code></div>\n<p>{}</p>\n",
             f.boundary.name(),
-            esc(f.check),
+            esc(f.check.id),
             esc(&clip(&f.message, MAX_VALUE_CHARS))
         ));
         if !f.evidence.is_empty() {
@@ -320,7 +320,7 @@ fn latency_table(out: &mut String, rows: &[LatencyRow]) {
     for r in rows {
         let cls = if is_regression(r) {
             "error"
-        } else if r.verdict.trim() == "ok" {
+        } else if r.verdict.is_ok() {
             "ok"
         } else {
             "idle"
@@ -333,7 +333,7 @@ fn latency_table(out: &mut String, rows: &[LatencyRow]) {
             row_ms(r, r.p90),
             row_ms(r, r.p99),
             r.baseline_p50.map(fmt_ms).unwrap_or_else(|| "—".into()),
-            esc(&r.verdict)
+            esc(&r.verdict.to_string())
         ));
     }
     out.push_str("</tbody>\n</table>\n");

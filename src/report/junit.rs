@@ -7,6 +7,7 @@
 //! metrics get their own suites, `chatgate.replay` and `chatgate.latency`, because they are what
 //! a reviewer clicks through after a failure. Serialisation is quick-junit's, which escapes and
 //! strips characters XML cannot hold.
+use crate::verdict::Outcome;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -58,7 +59,7 @@ fn verdict_suite(report: &GateReport) -> TestSuite {
     } else {
         format!("the gate failed on: {}", reasons.join(", "))
     };
-    let kind = if report.exit_code == 3 {
+    let kind = if report.exit_code == Outcome::Unreachable {
         NonSuccessKind::Error
     } else {
         NonSuccessKind::Failure
@@ -103,12 +104,12 @@ fn finding_cases(report: &GateReport) -> Vec<(Boundary, Vec<TestCase>)> {
     let first = report.findings.first_broken();
     let mut per_check: HashMap<(Boundary, &str), usize> = HashMap::new();
     for f in &report.findings.0 {
-        *per_check.entry((f.boundary, f.check)).or_default() += 1;
+        *per_check.entry((f.boundary, f.check.id)).or_default() += 1;
     }
     let mut names = UniqueNames::default();
     let mut out: Vec<(Boundary, Vec<TestCase>)> = Vec::new();
     for f in &report.findings.0 {
-        let repeated = per_check[&(f.boundary, f.check)] > 1;
+        let repeated = per_check[&(f.boundary, f.check.id)] > 1;
         let name = names.claim(f.boundary, case_name(f, repeated));
         let case = finding_case(f, name, first);
         match out.last_mut() {
@@ -156,7 +157,7 @@ fn finding_case(f: &Finding, name: String, first: Option<&Finding>) -> TestCase 
         } else {
             format!("message:\n{}\n", f.message)
         };
-        s.set_message(summary).set_type(f.check);
+        s.set_message(summary).set_type(f.check.id);
         s.set_description(keep_layout(&format!(
             "{}{full}{body}",
             blame_line(f, first)
@@ -200,13 +201,13 @@ fn blame_line(f: &Finding, first: Option<&Finding>) -> String {
             format!(
                 "first broken boundary: {} ({})\n",
                 f.boundary.name(),
-                first.check
+                first.check.id
             )
         }
         Some(first) => format!(
             "downstream of the first broken boundary {} ({}): it may explain this\n",
             first.boundary.name(),
-            first.check
+            first.check.id
         ),
         None => String::new(),
     }

@@ -101,7 +101,7 @@ impl Renderer {
                 self.line(&format!(
                     "First broken boundary: **{}** ({}) — {}",
                     first.boundary.name(),
-                    md_code(first.check, false),
+                    md_code(first.check.id, false),
                     md_text(&clip(&first.message, MAX_VALUE_CHARS))
                 ));
                 self.line("");
@@ -181,7 +181,7 @@ impl Renderer {
             self.line(&format!(
                 "- {icon} **{}** {} — {}",
                 f.boundary.name(),
-                md_code(f.check, false),
+                md_code(f.check.id, false),
                 md_text(&clip(&f.message, MAX_VALUE_CHARS))
             ));
             for (k, v) in &f.evidence {
@@ -289,7 +289,7 @@ impl Renderer {
                     row_ms(r, r.p99),
                     r.baseline_p50.map(fmt_ms).unwrap_or_else(|| "—".into()),
                     latency_icon(r),
-                    md_text(&r.verdict)
+                    md_text(&r.verdict.to_string())
                 ));
             }
             self.line("");

@@ -1,11 +1,13 @@
 //! Renderers for findings: a terminal report (colour only on a TTY) and JSON for machines.
 //! Both lead with the verdict and the first broken boundary.
+use crate::verdict::Outcome;
 use std::io::IsTerminal;
 
 use serde_json::{json, Value};
 
 use crate::verdict::{Findings, Severity};
 
+pub mod checks_doc;
 pub mod html;
 pub mod junit;
 pub mod markdown;
@@ -54,7 +56,7 @@ pub fn terminal(title: &str, findings: &Findings, colour: bool) -> String {
         out.push_str(&format!(
             "  {} {:<34} {}\n",
             mark(f.severity, &p),
-            f.check,
+            f.check.id,
             f.message
         ));
         if f.severity != Severity::Pass {
@@ -84,7 +86,7 @@ fn verdict_line(findings: &Findings, p: &Paint) -> String {
             "{} — first broken boundary: {} ({}) ({tally})",
             p.on("1;31", "FAIL"),
             f.boundary.name(),
-            f.check
+            f.check.id
         ),
     }
 }
@@ -197,7 +199,7 @@ fn phase_line(r: &GateReport) -> Option<String> {
 
 fn gate_verdict(r: &GateReport, p: &Paint) -> String {
     let took = format!("{:.1} s", r.duration_s);
-    if r.exit_code == 3 {
+    if r.exit_code == Outcome::Unreachable {
         return format!(
             "{} — the target could not be reached or timed out ({took})",
             p.on("1;31", "UNREACHABLE")
@@ -207,7 +209,7 @@ fn gate_verdict(r: &GateReport, p: &Paint) -> String {
     line.push_str(&format!(" in {took}"));
     let downstream = r.findings.downstream();
     if !downstream.is_empty() {
-        let mut checks: Vec<&str> = downstream.iter().map(|f| f.check).collect();
+        let mut checks: Vec<&str> = downstream.iter().map(|f| f.check.id).collect();
         checks.dedup();
         line.push_str(&format!(
             "\n  downstream symptoms it may explain: {}",
@@ -224,8 +226,8 @@ pub fn gate_json(r: &GateReport) -> Value {
         m.insert(
             "verdict".into(),
             json!(match r.exit_code {
-                0 => "pass",
-                3 => "unreachable",
+                Outcome::Pass => "pass",
+                Outcome::Unreachable => "unreachable",
                 _ => "fail",
             }),
         );
@@ -242,7 +244,7 @@ pub fn gate_json(r: &GateReport) -> Value {
                 .findings
                 .downstream()
                 .iter()
-                .map(|f| f.check)
+                .map(|f| f.check.id)
                 .collect::<Vec<_>>()),
         );
     }

@@ -2,12 +2,13 @@
 //! `upload-sarif`, Azure DevOps, SonarQube…) import: one result per error or warning finding,
 //! its rule the check id, located at the suite file — or, for a replayed prompt that changed,
 //! at its snapshot file, so the dashboard points at what a reviewer opens.
+use crate::verdict::Outcome;
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::verdict::{Finding, GateReport, PromptStatus, Severity};
+use crate::verdict::{checks, Finding, GateReport, PromptStatus, Severity};
 
 pub const SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";
 pub const INFORMATION_URI: &str = "https://github.com/chatgate/chatgate";
@@ -62,7 +63,7 @@ pub fn render(report: &GateReport, at: &Locations) -> Value {
         .iter()
         .filter(|f| f.severity >= Severity::Warning)
     {
-        rules.insert(f.check);
+        rules.insert(f.check.id);
         results.extend(results_of(f, report, at));
     }
     // Rules in id order; each result names its rule's index, as SARIF viewers prefer.
@@ -85,7 +86,7 @@ pub fn render(report: &GateReport, at: &Locations) -> Value {
                 "rules": rules.iter().map(|id| rule(id)).collect::<Vec<_>>(),
             }},
             "invocations": [{
-                "executionSuccessful": report.exit_code != 3,
+                "executionSuccessful": report.exit_code != Outcome::Unreachable,
                 "exitCode": report.exit_code,
             }],
             "properties": {
@@ -124,7 +125,7 @@ fn results_of(f: &Finding, report: &GateReport, at: &Locations) -> Vec<Value> {
     for (k, v) in &f.evidence {
         text.push_str(&format!("\n{k}: {v}"));
     }
-    if let (Some(dir), "replay.snapshots") = (&at.snapshots, f.check) {
+    if let (Some(dir), true) = (&at.snapshots, f.check == checks::REPLAY_SNAPSHOTS) {
         let per_prompt: Vec<Value> = report
             .prompts
             .iter()
@@ -150,7 +151,7 @@ fn results_of(f: &Finding, report: &GateReport, at: &Locations) -> Vec<Value> {
 
 fn result(f: &Finding, text: &str, uri: &str) -> Value {
     json!({
-        "ruleId": f.check,
+        "ruleId": f.check.id,
         "level": level(f.severity),
         "message": {"text": text},
         "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri}}}],

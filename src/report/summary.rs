@@ -1,6 +1,7 @@
 //! The report's shared vocabulary: the verdict and its reasons, severity and prompt tallies,
 //! latency figures in words, clipping and escaping. Every renderer (Markdown, HTML, JUnit,
 //! the terminal) reads a gate run through these, so they say the same thing the same way.
+use crate::verdict::Outcome;
 use crate::verdict::{
     Boundary, Findings, GateReport, LatencyRow, LatencyTotals, PromptResult, PromptStatus, Severity,
 };
@@ -62,8 +63,8 @@ pub(crate) fn truncate_diff(diff: &str, max_lines: usize, max_bytes: usize) -> C
 /// The verdict's icon and word, from the exit code (3 means the target was never reached).
 pub(crate) fn verdict(report: &GateReport) -> (&'static str, &'static str) {
     match report.exit_code {
-        0 => ("✅", "PASS"),
-        3 => ("❌", "UNREACHABLE"),
+        Outcome::Pass => ("✅", "PASS"),
+        Outcome::Unreachable => ("❌", "UNREACHABLE"),
         _ => ("❌", "FAIL"),
     }
 }
@@ -78,7 +79,7 @@ pub(crate) fn downstream_lines(report: &GateReport) -> Vec<String> {
             format!(
                 "**{}** ({}) — {}",
                 f.boundary.name(),
-                md_code(f.check, false),
+                md_code(f.check.id, false),
                 md_text(&clip(&f.message, MAX_VALUE_CHARS))
             )
         })
@@ -122,7 +123,7 @@ pub(crate) fn failure_reasons(report: &GateReport) -> Vec<String> {
         (PromptStatus::Error, "prompt(s) the target failed on"),
     ] {
         let n = count(status);
-        if n > 0 && report.exit_code != 0 {
+        if n > 0 && report.exit_code != Outcome::Pass {
             reasons.push(format!("{n} {label}"));
         }
     }
@@ -135,7 +136,7 @@ pub(crate) fn failure_reasons(report: &GateReport) -> Vec<String> {
     if !regressions.is_empty() {
         reasons.push(format!("latency regression in {}", regressions.join(", ")));
     }
-    if reasons.is_empty() && report.exit_code == 3 {
+    if reasons.is_empty() && report.exit_code == Outcome::Unreachable {
         reasons.push("the target was unreachable".into());
     }
     reasons
@@ -195,19 +196,15 @@ pub(crate) fn status_icon(s: PromptStatus) -> &'static str {
     }
 }
 
-/// A latency verdict is a regression when it says so; anything else (ok, no baseline, a noise
-/// band) does not fail the gate.
+/// A latency verdict fails the gate only as a regression (ok, no baseline, noise do not).
 pub(crate) fn is_regression(r: &LatencyRow) -> bool {
-    r.verdict
-        .trim()
-        .to_ascii_lowercase()
-        .starts_with("regression")
+    r.verdict.is_regression()
 }
 
 pub(crate) fn latency_icon(r: &LatencyRow) -> &'static str {
     if is_regression(r) {
         "❌"
-    } else if r.verdict.trim() == "ok" {
+    } else if r.verdict.is_ok() {
         "✅"
     } else {
         "➖"

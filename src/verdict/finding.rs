@@ -3,6 +3,8 @@
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
+use super::checks::{self, Check};
+
 /// The links of the serving chain, in chain order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -49,9 +51,11 @@ pub enum Severity {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
+    /// The link the finding blames: its check's boundary, unless the judge knows an earlier
+    /// layer is at fault ([`Finding::blaming`]).
     pub boundary: Boundary,
-    /// Stable id, e.g. "template.parity".
-    pub check: &'static str,
+    /// The check that judged (serialized as its id, e.g. "template.parity").
+    pub check: &'static Check,
     pub severity: Severity,
     pub message: String,
     /// Named pieces of evidence, in the order a reader needs them.
@@ -59,22 +63,24 @@ pub struct Finding {
 }
 
 impl Finding {
-    pub fn new(
-        boundary: Boundary,
-        check: &'static str,
-        severity: Severity,
-        message: impl Into<String>,
-    ) -> Self {
+    pub fn new(check: &'static Check, severity: Severity, message: impl Into<String>) -> Self {
         Finding {
-            boundary,
+            boundary: check.boundary,
             check,
             severity,
             message: message.into(),
             evidence: IndexMap::new(),
         }
     }
-    pub fn pass(boundary: Boundary, check: &'static str, message: impl Into<String>) -> Self {
-        Finding::new(boundary, check, Severity::Pass, message)
+    pub fn pass(check: &'static Check, message: impl Into<String>) -> Self {
+        Finding::new(check, Severity::Pass, message)
+    }
+    /// File the finding at an earlier boundary than its check's: the judge saw that the layer
+    /// at fault is that one (a chat template that never renders the tools a request offers
+    /// makes `server.tool-call-parse` a template finding).
+    pub fn blaming(mut self, boundary: Boundary) -> Self {
+        self.boundary = boundary;
+        self
     }
     /// Add a piece of evidence; a repeated key gets a number ("problem", "problem 2", …).
     pub fn with(mut self, key: &str, value: impl ToString) -> Self {
@@ -89,7 +95,7 @@ impl Finding {
     }
 }
 
-/// A finding read back (a sharded run's part), its check id one this chatgate reports.
+/// A finding read back (a sharded run's part), its check one this chatgate reports.
 #[derive(Deserialize)]
 struct FindingData {
     boundary: Boundary,
@@ -99,7 +105,7 @@ struct FindingData {
     evidence: IndexMap<String, String>,
 }
 
-// By hand: a derive would tie the input's lifetime to the `&'static str` check id.
+// By hand: the check id read back is looked up in the registry.
 impl<'de> Deserialize<'de> for Finding {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Finding, D::Error> {
         Finding::try_from(FindingData::deserialize(d)?).map_err(serde::de::Error::custom)
@@ -109,16 +115,12 @@ impl<'de> Deserialize<'de> for Finding {
 impl TryFrom<FindingData> for Finding {
     type Error = String;
     fn try_from(d: FindingData) -> Result<Finding, String> {
-        let check = super::checks::CHECKS
-            .iter()
-            .find(|c| **c == d.check)
-            .copied()
-            .ok_or_else(|| {
-                format!(
-                    "unknown check id {:?} (a part written by another chatgate version?)",
-                    d.check
-                )
-            })?;
+        let check = checks::find(&d.check).ok_or_else(|| {
+            format!(
+                "unknown check id {:?} (a part written by another chatgate version?)",
+                d.check
+            )
+        })?;
         Ok(Finding {
             boundary: d.boundary,
             check,

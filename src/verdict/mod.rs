@@ -7,4 +7,6 @@ pub mod finding;
 pub mod report;
 
 pub use finding::{Boundary, Finding, Findings, Severity};
-pub use report::{GateReport, LatencyRow, LatencyTotals, PromptResult, PromptStatus};
+pub use report::{
+    GateReport, LatencyRow, LatencyTotals, LatencyVerdict, Outcome, PromptResult, PromptStatus,
+};

@@ -32,6 +32,124 @@ pub struct PromptResult {
     pub diff: Option<String>,
 }
 
+/// What one latency metric's comparison with its baseline says. Written in reports (and JSON)
+/// as its label: `ok`, `regression`, `noise (±x ms)`, `insufficient data`, `no baseline`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LatencyVerdict {
+    /// Within tolerance of the baseline, or faster.
+    Ok,
+    /// Slower beyond the tolerance, and the bootstrap interval of the difference excludes zero.
+    Regression,
+    /// Slower beyond the tolerance, inside the measured noise band (ms).
+    Noise { band_ms: f64 },
+    /// Too few samples on a side to judge.
+    InsufficientData,
+    /// Nothing to compare with yet.
+    NoBaseline,
+}
+
+impl LatencyVerdict {
+    pub fn is_regression(self) -> bool {
+        self == LatencyVerdict::Regression
+    }
+    pub fn is_ok(self) -> bool {
+        self == LatencyVerdict::Ok
+    }
+}
+
+impl std::fmt::Display for LatencyVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LatencyVerdict::Ok => f.write_str("ok"),
+            LatencyVerdict::Regression => f.write_str("regression"),
+            LatencyVerdict::Noise { band_ms } => write!(f, "noise (±{band_ms:.2} ms)"),
+            LatencyVerdict::InsufficientData => f.write_str("insufficient data"),
+            LatencyVerdict::NoBaseline => f.write_str("no baseline"),
+        }
+    }
+}
+
+impl std::str::FromStr for LatencyVerdict {
+    type Err = String;
+    /// The label back (a report read back, a test's expectation).
+    fn from_str(s: &str) -> Result<LatencyVerdict, String> {
+        Ok(match s.trim() {
+            "ok" => LatencyVerdict::Ok,
+            "regression" => LatencyVerdict::Regression,
+            "insufficient data" => LatencyVerdict::InsufficientData,
+            "no baseline" => LatencyVerdict::NoBaseline,
+            other => {
+                let band = other
+                    .strip_prefix("noise (±")
+                    .and_then(|r| r.strip_suffix(" ms)"))
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(|| format!("not a latency verdict: {other:?}"))?;
+                LatencyVerdict::Noise { band_ms: band }
+            }
+        })
+    }
+}
+
+impl Serialize for LatencyVerdict {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// How a run ended, as the CLI's exit code contract says (docs/ci/index.md); written as the
+/// number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Outcome {
+    /// 0: the gate passed.
+    Pass,
+    /// 1: a regression (an error finding, a changed snapshot, a latency regression).
+    Regression,
+    /// 2: bad input (the message names the file).
+    BadInput,
+    /// 3: the target could not be reached or timed out.
+    Unreachable,
+}
+
+impl Outcome {
+    /// The process exit code.
+    pub fn code(self) -> i32 {
+        match self {
+            Outcome::Pass => 0,
+            Outcome::Regression => 1,
+            Outcome::BadInput => 2,
+            Outcome::Unreachable => 3,
+        }
+    }
+    /// The outcome of an exit code (an unknown one is a regression: it failed).
+    pub fn from_code(code: i32) -> Outcome {
+        match code {
+            0 => Outcome::Pass,
+            2 => Outcome::BadInput,
+            3 => Outcome::Unreachable,
+            _ => Outcome::Regression,
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    /// The exit code, as reports print it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.code())
+    }
+}
+
+impl Serialize for Outcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i32(self.code())
+    }
+}
+
+impl<'de> Deserialize<'de> for Outcome {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Outcome, D::Error> {
+        Ok(Outcome::from_code(i32::deserialize(d)?))
+    }
+}
+
 /// One latency metric: this run's distribution against the baseline's.
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyRow {
@@ -49,8 +167,8 @@ pub struct LatencyRow {
     pub max: f64,
     /// The baseline's median, when there is a baseline.
     pub baseline_p50: Option<f64>,
-    /// `ok`, `regression`, `no baseline`, or the noise band that made a slowdown noise.
-    pub verdict: String,
+    /// Against the baseline: ok, regression, noise, insufficient data, no baseline.
+    pub verdict: LatencyVerdict,
     /// All samples in ms (for CDF plots).
     pub samples: Vec<f64>,
     pub baseline_samples: Vec<f64>,
@@ -104,12 +222,12 @@ pub struct GateReport {
     /// Where `duration_s` went, stage by stage.
     #[serde(default)]
     pub phases: Vec<PhaseTime>,
-    /// 0 pass, 1 regression, 3 unreachable.
-    pub exit_code: i32,
+    /// Pass, regression or unreachable (written as 0, 1, 3).
+    pub exit_code: Outcome,
 }
 
 impl GateReport {
     pub fn passed(&self) -> bool {
-        self.exit_code == 0
+        self.exit_code == Outcome::Pass
     }
 }

@@ -100,10 +100,10 @@ impl Row {
             .findings
             .first_broken()
             .map(|f| (f.boundary.name().to_string(), f.check.to_string()));
-        let caught = r.exit_code == 1
+        let caught = r.exit_code.code() == 1
             && first.as_ref().map(|(b, c)| (b.as_str(), c.as_str()))
                 == Some((self.boundary, self.check));
-        let instead = match (&first, r.exit_code) {
+        let instead = match (&first, r.exit_code.code()) {
             (None, code) => format!("no error (exit {code})"),
             (Some((b, c)), 1) => format!("`{b}` / `{c}` came first"),
             (Some((b, c)), code) => format!("`{b}` / `{c}` came first (exit {code})"),
@@ -310,7 +310,7 @@ async fn serve_rows(rows: &mut Vec<Row>) {
 /// Whether the gate declined to judge `check` because its own client fell behind.
 fn latency_not_judged(r: &GateReport, check: &str) -> bool {
     r.findings.0.iter().any(|f| {
-        f.check == check
+        f.check.id == check
             && f.severity == chatgate::chain::Severity::Warning
             && f.message.contains("not judged")
     })
@@ -716,7 +716,7 @@ fn assert_healthy(target: &str, runs: &[GateReport]) {
     let failures: Vec<String> = runs
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.exit_code != 0 || !errors(r).is_empty())
+        .filter(|(_, r)| r.exit_code.code() != 0 || !errors(r).is_empty())
         .map(|(i, r)| {
             format!(
                 "healthy {target}, run {i}: exit {}\n  {}",
@@ -1081,7 +1081,7 @@ mod real_shape {
             .findings
             .0
             .iter()
-            .find(|f| f.check == "checkpoint.fingerprint")
+            .find(|f| f.check.id == "checkpoint.fingerprint")
             .expect("fingerprint");
         eprintln!(
             "{}: healthy: {} — {:?}",
@@ -1090,7 +1090,7 @@ mod real_shape {
             f.evidence.get("agreement")
         );
         assert!(
-            f.severity != chatgate::chain::Severity::Error && r.exit_code == 0,
+            f.severity != chatgate::chain::Severity::Error && r.exit_code.code() == 0,
             "{}: the healthy server: {} {:?}",
             kind.shown(),
             f.message,
@@ -1120,7 +1120,7 @@ mod real_shape {
                 .findings
                 .0
                 .iter()
-                .find(|f| f.check == "checkpoint.fingerprint")
+                .find(|f| f.check.id == "checkpoint.fingerprint")
             {
                 eprintln!(
                     "{}: {class}: {} — {:?}",

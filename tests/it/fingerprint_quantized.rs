@@ -54,7 +54,7 @@ fn fingerprint(r: &GateReport) -> &Finding {
     r.findings
         .0
         .iter()
-        .find(|f| f.check == "checkpoint.fingerprint")
+        .find(|f| f.check.id == "checkpoint.fingerprint")
         .expect("a fingerprint finding")
 }
 
@@ -127,7 +127,7 @@ async fn a_quantized_reference_passes_its_float_server_and_still_catches_other_w
                 fp.severity
             ));
             assert!(fp.evidence["bounds"].starts_with(bounds), "{fp:?}");
-            let first = first_error(&r).map(|f| f.check);
+            let first = first_error(&r).map(|f| f.check.id);
             let expected = (*name != "healthy").then_some("checkpoint.fingerprint");
             if first != expected {
                 wrong.push(format!(
@@ -179,7 +179,12 @@ async fn a_recording_made_from_a_q8_0_reference_keeps_its_kind_and_its_tolerance
     let base = serve_tiny_chat(&[Fault::BaseCheckpoint]).await;
     let r = gate(ws.suite("smoke"), Some(base.url())).await;
     let first = first_error(&r).expect("an error");
-    assert_eq!(first.check, "checkpoint.fingerprint", "{:#?}", errors(&r));
+    assert_eq!(
+        first.check.id,
+        "checkpoint.fingerprint",
+        "{:#?}",
+        errors(&r)
+    );
     base.stop().await.expect("stops");
 }
 
@@ -215,7 +220,7 @@ async fn another_quantization_served_is_caught_at_the_fingerprint() {
         let r = gate(suite, Some(server.url())).await;
         server.stop().await.expect("stops");
         let fp = fingerprint(&r);
-        let first = first_error(&r).map(|f| f.check);
+        let first = first_error(&r).map(|f| f.check.id);
         eprintln!(
             "{kind} reference, {} served: {:?} {}",
             served.display(),

@@ -18,7 +18,7 @@ fn finding<'a>(r: &'a chatgate::report::GateReport, check: &str) -> &'a chatgate
     r.findings
         .0
         .iter()
-        .find(|f| f.check == check)
+        .find(|f| f.check.id == check)
         .unwrap_or_else(|| panic!("no {check} finding"))
 }
 
@@ -111,7 +111,12 @@ async fn a_recorded_reference_fingerprints_a_server_from_a_directory_with_no_wei
         .iter()
         .find(|f| f.severity == Severity::Error)
         .expect("an error");
-    assert_eq!(first.check, "checkpoint.fingerprint", "{:#?}", errors(&r));
+    assert_eq!(
+        first.check.id,
+        "checkpoint.fingerprint",
+        "{:#?}",
+        errors(&r)
+    );
     assert!(first
         .message
         .contains("another checkpoint than the recorded reference"));

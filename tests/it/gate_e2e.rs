@@ -42,7 +42,7 @@ async fn main_job_passes_in_process_and_writes_nothing() {
     single_threaded();
     let ws = Workspace::new();
     let r = gate_smoke(&ws, None).await;
-    assert_eq!(r.exit_code, 0, "{}", errors(&r).join("\n"));
+    assert_eq!(r.exit_code.code(), 0, "{}", errors(&r).join("\n"));
     assert!(r.target.starts_with("candle:"), "{}", r.target);
     assert_eq!(r.prompts.len(), 12);
     assert!(r.prompts.iter().all(|p| p.status == PromptStatus::Pass));
@@ -58,7 +58,12 @@ async fn healthy_server_passes_identically_five_times() {
     let mut seen: Option<Vec<String>> = None;
     for run in 0..5 {
         let r = gate_smoke(&ws, Some(server.url())).await;
-        assert_eq!(r.exit_code, 0, "run {run}:\n{}", errors(&r).join("\n"));
+        assert_eq!(
+            r.exit_code.code(),
+            0,
+            "run {run}:\n{}",
+            errors(&r).join("\n")
+        );
         // What must not change between reruns: every check's verdict and every prompt's status
         // — but whether this client kept up (`server.latency-client`) is about this machine's
         // load in that run (here the server and other tests share it), not about the server.
@@ -66,7 +71,7 @@ async fn healthy_server_passes_identically_five_times() {
             .findings
             .0
             .iter()
-            .filter(|f| f.check != "server.latency-client")
+            .filter(|f| f.check.id != "server.latency-client")
             .map(|f| format!("{} {} {:?}", f.boundary.name(), f.check, f.severity))
             .collect();
         verdicts.extend(
@@ -78,7 +83,11 @@ async fn healthy_server_passes_identically_five_times() {
             None => seen = Some(verdicts),
             Some(first) => assert_eq!(first, &verdicts, "run {run} differs"),
         }
-        assert!(r.findings.0.iter().any(|f| f.check == "server.determinism"));
+        assert!(r
+            .findings
+            .0
+            .iter()
+            .any(|f| f.check.id == "server.determinism"));
         // The smoke suite names no stack: the server's vLLM-style chat /tokenize tells.
         let stack = gate_workspace::message_of(&r, "tokenizer.stack");
         assert!(
@@ -104,7 +113,7 @@ async fn tampered_snapshot_fails_and_stays_untouched() {
         .and_then(|m| m.modified())
         .expect("mtime");
     let r = gate_smoke(&ws, None).await;
-    assert_eq!(r.exit_code, 1);
+    assert_eq!(r.exit_code.code(), 1);
     assert_eq!(
         first_broken(&r),
         Some(("replay".into(), "replay.snapshots".into())),
@@ -154,7 +163,7 @@ async fn nothing_listening_is_exit_3() {
         l.local_addr().expect("addr").port()
     };
     let r = gate_smoke(&ws, Some(format!("http://127.0.0.1:{port}"))).await;
-    assert_eq!(r.exit_code, 3, "{}", errors(&r).join("\n"));
+    assert_eq!(r.exit_code.code(), 3, "{}", errors(&r).join("\n"));
     assert_eq!(
         first_broken(&r).map(|b| b.1),
         Some("server.reachable".into())
@@ -238,13 +247,10 @@ async fn server_that_never_answers_does_not_hang_the_gate() {
     // sent, and the run is exit 3 within a small multiple of the timeouts (it took 108-294 s
     // with these timeouts before, one timeout per probe).
     let took = started.elapsed();
-    assert_eq!(r.exit_code, 3, "{}", errors(&r).join("\n"));
+    assert_eq!(r.exit_code.code(), 3, "{}", errors(&r).join("\n"));
     assert!(
-        r.findings
-            .0
-            .iter()
-            .any(|f| f.check == "server.reachable"
-                && f.message.contains("requests in a row timed out")),
+        r.findings.0.iter().any(|f| f.check.id == "server.reachable"
+            && f.message.contains("requests in a row timed out")),
         "{}",
         errors(&r).join("\n")
     );
@@ -272,7 +278,11 @@ async fn broken_streams_are_findings() {
     let r = tokio::time::timeout(Duration::from_secs(240), gate_smoke(&ws, Some(url)))
         .await
         .expect("the gate must end by itself");
-    assert!(r.exit_code == 1 || r.exit_code == 3, "exit {}", r.exit_code);
+    assert!(
+        r.exit_code.code() == 1 || r.exit_code.code() == 3,
+        "exit {}",
+        r.exit_code
+    );
     assert!(
         r.findings.0.iter().any(
             |f| f.boundary.name() == "server" && f.severity == chatgate::chain::Severity::Error
@@ -300,7 +310,7 @@ async fn an_edited_prompt_asks_for_review_even_with_the_same_reply() {
     let accepted = std::fs::read_to_string(&snap).expect("sky.snap");
 
     let r = gate_smoke(&ws, None).await;
-    assert_eq!(r.exit_code, 1, "{}", errors(&r).join("\n"));
+    assert_eq!(r.exit_code.code(), 1, "{}", errors(&r).join("\n"));
     let sky = r.prompts.iter().find(|p| p.id == "sky").expect("sky");
     assert_eq!(sky.status, PromptStatus::Changed, "{}", sky.detail);
     assert!(sky.detail.contains("the prompt changed"), "{}", sky.detail);
@@ -342,7 +352,7 @@ async fn a_candle_target_dir_is_the_model_the_offline_chain_checks() {
     std::fs::write(&config, json.to_string()).expect("break the template");
 
     let r = gate_smoke(&ws, Some(format!("candle:{}", other.display()))).await;
-    assert_eq!(r.exit_code, 1, "{}", errors(&r).join("\n"));
+    assert_eq!(r.exit_code.code(), 1, "{}", errors(&r).join("\n"));
     assert_eq!(
         first_broken(&r).map(|(b, _)| b),
         Some("template".to_string()),
@@ -353,7 +363,7 @@ async fn a_candle_target_dir_is_the_model_the_offline_chain_checks() {
         .findings
         .0
         .iter()
-        .find(|f| f.check == "checkpoint.model-dir")
+        .find(|f| f.check.id == "checkpoint.model-dir")
         .expect("the report says which directory was checked");
     assert!(note.message.contains("other-model"), "{}", note.message);
 }
@@ -368,19 +378,19 @@ async fn skip_applies_to_offline_checks_and_unknown_ids_are_refused() {
         .findings
         .0
         .iter()
-        .any(|f| f.check == "tokenizer.round-trip"));
+        .any(|f| f.check.id == "tokenizer.round-trip"));
     ws.edit_suite(
         "smoke",
         "[server]\n",
         "[server]\nskip = [\"tokenizer.round-trip\"]\n",
     );
     let after = gate_smoke(&ws, None).await;
-    assert_eq!(after.exit_code, 0, "{}", errors(&after).join("\n"));
+    assert_eq!(after.exit_code.code(), 0, "{}", errors(&after).join("\n"));
     assert!(!after
         .findings
         .0
         .iter()
-        .any(|f| f.check == "tokenizer.round-trip"));
+        .any(|f| f.check.id == "tokenizer.round-trip"));
 
     ws.edit_suite("smoke", "tokenizer.round-trip", "tokenizer.roundtrip");
     let e = chatgate::gate::run(&chatgate::gate::GateOptions {
@@ -400,7 +410,7 @@ async fn a_target_section_without_url_runs_the_model_in_process() {
     let ws = Workspace::new();
     ws.edit_suite("smoke", "url = \"candle:../models/tiny-chat\"\n", "");
     let r = gate_smoke(&ws, None).await;
-    assert_eq!(r.exit_code, 0, "{}", errors(&r).join("\n"));
+    assert_eq!(r.exit_code.code(), 0, "{}", errors(&r).join("\n"));
     assert!(r.target.starts_with("candle:"), "{}", r.target);
 }
 
@@ -426,7 +436,7 @@ async fn a_baseline_from_a_faster_machine_is_judged_calibrated_in_process() {
     })
     .await
     .expect("record a baseline");
-    assert_eq!(update.exit_code, 0, "{}", errors(&update).join("\n"));
+    assert_eq!(update.exit_code.code(), 0, "{}", errors(&update).join("\n"));
     let path = ws.snapshots().join("latency/candle.json");
     let mut b: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).expect("baseline")).expect("json");
@@ -447,12 +457,12 @@ async fn a_baseline_from_a_faster_machine_is_judged_calibrated_in_process() {
     std::fs::write(&path, b.to_string()).expect("write baseline");
 
     let r = gate_smoke(&ws, None).await;
-    assert_eq!(r.exit_code, 0, "{}", errors(&r).join("\n"));
+    assert_eq!(r.exit_code.code(), 0, "{}", errors(&r).join("\n"));
     let note = r
         .findings
         .0
         .iter()
-        .find(|f| f.check == "server.latency-baseline" && f.message.contains("calibration"))
+        .find(|f| f.check.id == "server.latency-baseline" && f.message.contains("calibration"))
         .expect("the report says the machines differ");
     assert!(note.message.contains("20.00x slower"), "{}", note.message);
     let ttft = note
@@ -534,7 +544,7 @@ async fn the_deadline_bounds_the_whole_run() {
     .await
     .expect("a report");
     let took = started.elapsed();
-    assert_eq!(r.exit_code, 3);
+    assert_eq!(r.exit_code.code(), 3);
     assert!(
         r.findings
             .0

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use chatgate::history::{Identities, Record, RunFacts};
 use chatgate::report::LatencyRow;
-use chatgate::verdict::{Boundary, Finding, Severity};
+use chatgate::verdict::{checks, Finding, Severity};
 use serde_json::Value;
 
 use crate::common::cli::chatgate_in;
@@ -275,7 +275,7 @@ fn row(metric: &str, p50: f64) -> LatencyRow {
         min: p50 / 2.0,
         max: p50 * 2.0,
         baseline_p50: None,
-        verdict: "ok".into(),
+        verdict: chatgate::verdict::LatencyVerdict::Ok,
         samples: vec![],
         baseline_samples: vec![],
     }
@@ -284,13 +284,14 @@ fn row(metric: &str, p50: f64) -> LatencyRow {
 /// A record as a run with these failing checks and this TTFT median would append.
 fn record(commit: &str, errors: &[&'static str], ttft: f64) -> String {
     let mut findings = vec![
-        Finding::pass(Boundary::Template, "template.parity", "ok"),
-        Finding::pass(Boundary::Server, "server.models", "ok"),
-        Finding::pass(Boundary::Server, "server.usage", "ok"),
+        Finding::pass(checks::TEMPLATE_PARITY, "ok"),
+        Finding::pass(checks::SERVER_MODELS, "ok"),
+        Finding::pass(checks::SERVER_USAGE, "ok"),
     ];
     for e in errors {
-        findings.retain(|f| f.check != *e);
-        findings.push(Finding::new(Boundary::Server, e, Severity::Error, "broke"));
+        findings.retain(|f| f.check.id != *e);
+        let check = checks::find(e).expect("a check id");
+        findings.push(Finding::new(check, Severity::Error, "broke"));
     }
     let r = Record::new(
         RunFacts {
@@ -523,7 +524,7 @@ fn a_merged_gate_reports_sarif_and_appends_its_record() {
     for r in results {
         let id = r["ruleId"].as_str().unwrap();
         assert!(rules.contains(&id), "{id} has no rule");
-        assert!(chatgate::verdict::checks::CHECKS.contains(&id));
+        assert!(chatgate::verdict::checks::find(id).is_some());
         assert_eq!(rules[r["ruleIndex"].as_u64().unwrap() as usize], id);
         assert!(
             ["error", "warning"].contains(&r["level"].as_str().unwrap()),

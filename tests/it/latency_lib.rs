@@ -258,7 +258,7 @@ fn a_two_fold_slowdown_with_small_noise_is_a_regression() {
         "{v:?}"
     );
     assert!((v.ratio.unwrap() - 2.0).abs() < 0.1);
-    assert_eq!(v.label(), "regression");
+    assert_eq!(v.row_verdict().to_string(), "regression");
 }
 
 #[test]
@@ -285,7 +285,7 @@ fn a_small_shift_in_large_noise_is_noise() {
     assert!(!v.regression);
     assert!(v.ci_low.unwrap() <= 0.0 && v.ci_high.unwrap() > 0.0);
     assert!(v.reason.contains("includes 0"), "{}", v.reason);
-    assert!(v.label().starts_with("noise (±"));
+    assert!(v.row_verdict().to_string().starts_with("noise (±"));
 }
 
 #[test]
@@ -721,10 +721,10 @@ fn report_rows_and_suite_options() {
     assert_eq!(row.n, 4);
     assert!(close(row.p50, 31.5));
     assert_eq!(row.baseline_p50, Some(11.0));
-    assert_eq!(row.verdict, "regression");
+    assert_eq!(row.verdict.to_string(), "regression");
     assert_eq!(row.baseline_samples, base.to_vec());
     let row = latency_row(Metric::Itl, &new, None, None).unwrap();
-    assert_eq!(row.verdict, "no baseline");
+    assert_eq!(row.verdict.to_string(), "no baseline");
     assert!(latency_row(Metric::Tpot, &[], None, None).is_none());
 
     let section: chatgate::suite::LatencySection =

@@ -8,6 +8,7 @@ mod artifacts_gguf_vocab;
 mod artifacts_models;
 mod catch_matrix;
 mod check_faults;
+mod checks_doc;
 mod client_matrix;
 mod example_project;
 mod cli_errors;

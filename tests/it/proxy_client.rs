@@ -464,7 +464,7 @@ async fn the_contract_diff_names_each_violation_of_a_recorded_client() {
     let fs = client_findings(&write_suite(dir.path(), &bad_rec));
     let get = |id: &str| {
         fs.iter()
-            .find(|f| f.check == id)
+            .find(|f| f.check.id == id)
             .unwrap_or_else(|| panic!("no {id} finding in {fs:#?}"))
     };
     let model = get("client.model");
@@ -536,7 +536,7 @@ fn an_empty_recording_warns_and_no_client_section_is_silent() {
     let fs = client_findings(&write_suite(dir.path(), &rec));
     assert_eq!(fs.len(), 1);
     assert_eq!(
-        (fs[0].check, fs[0].severity),
+        (fs[0].check.id, fs[0].severity),
         ("client.recording", Severity::Warning)
     );
 

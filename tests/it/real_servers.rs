@@ -18,7 +18,7 @@ fn severity_of(r: &GateReport, check: &str) -> Option<Severity> {
     r.findings
         .0
         .iter()
-        .find(|f| f.check == check)
+        .find(|f| f.check.id == check)
         .map(|f| f.severity)
 }
 
@@ -51,7 +51,7 @@ async fn llama_cpp_python_passes_the_gate_and_its_quirks_are_findings() {
         .filter(|f| f.severity == Severity::Error)
         .map(|f| format!("{}: {} {:?}", f.check, f.message, f.evidence))
         .collect();
-    assert_eq!(r.exit_code, 0, "errors: {errors:#?}");
+    assert_eq!(r.exit_code.code(), 0, "errors: {errors:#?}");
     // Every replayed greedy prompt equals the candle reference's accepted snapshot.
     assert_eq!(r.prompts.len(), 11);
     assert!(r.prompts.iter().all(|p| p.status == PromptStatus::Pass));
@@ -89,7 +89,7 @@ async fn llama_cpp_python_passes_the_gate_and_its_quirks_are_findings() {
         .findings
         .0
         .iter()
-        .find(|f| f.check == "server.bad-requests")
+        .find(|f| f.check.id == "server.bad-requests")
         .expect("finding");
     assert!(
         bad.evidence.values().any(|v| v.contains("HTTP 500")),
@@ -164,10 +164,10 @@ async fn a_strict_suite_fails_on_a_quirk() {
     })
     .await
     .expect("the gate runs");
-    assert_eq!(r.exit_code, 1);
+    assert_eq!(r.exit_code.code(), 1);
     let first = r.findings.first_broken().expect("a failure");
     assert_eq!(
-        (first.boundary.name(), first.check),
+        (first.boundary.name(), first.check.id),
         ("server", "server.include-usage")
     );
     let stack = crate::common::gate_workspace::message_of(&r, "tokenizer.stack");

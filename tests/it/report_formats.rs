@@ -3,10 +3,11 @@
 //! prompt with a diff, and latency rows with samples.
 //!
 //! Set `CHATGATE_DUMP_REPORTS=/some/dir` to also write the rendered files there for a look.
-use chatgate::chain::{Boundary, Finding, Findings, Severity};
+use chatgate::chain::{Finding, Findings, Severity};
 use chatgate::report::{
     html, junit, markdown, GateReport, LatencyRow, LatencyTotals, PromptResult, PromptStatus,
 };
+use chatgate::verdict::checks;
 use proptest::prelude::*;
 use quick_junit::{NonSuccessKind, Report, TestCaseStatus, TestSuite};
 
@@ -39,7 +40,7 @@ fn row(metric: &str, samples: Vec<f64>, baseline: Vec<f64>, verdict: &str) -> La
         min: s.first().copied().unwrap_or(0.0),
         max: s.last().copied().unwrap_or(0.0),
         baseline_p50: b.get(b.len() / 2).copied(),
-        verdict: verdict.into(),
+        verdict: verdict.parse().expect("a verdict label"),
         samples,
         baseline_samples: baseline,
     }
@@ -75,28 +76,15 @@ fn definitions() -> Vec<(String, String)> {
 
 fn passing() -> GateReport {
     let findings = Findings(vec![
-        Finding::pass(
-            Boundary::Checkpoint,
-            "checkpoint.lock",
-            "weights match the lock",
-        ),
-        Finding::pass(
-            Boundary::Tokenizer,
-            "tokenizer.fingerprint",
-            "same tokenizer",
-        ),
-        Finding::pass(
-            Boundary::Template,
-            "template.parity",
-            "ids equal the SFT ids",
-        ),
+        Finding::pass(checks::CHECKPOINT_WEIGHTS_HASH, "weights match the lock"),
+        Finding::pass(checks::TOKENIZER_FINGERPRINT, "same tokenizer"),
+        Finding::pass(checks::TEMPLATE_PARITY, "ids equal the SFT ids"),
         Finding::new(
-            Boundary::GenerationConfig,
-            "generation.defaults",
+            checks::GENERATION_DEFAULTS,
             Severity::Info,
             "temperature 0.7 from generation_config.json",
         ),
-        Finding::pass(Boundary::Server, "server.sse", "SSE framing is well formed"),
+        Finding::pass(checks::SERVER_SSE_FRAMING, "SSE framing is well formed"),
     ]);
     GateReport {
         suite: "tiny-chat".into(),
@@ -131,7 +119,7 @@ fn passing() -> GateReport {
         definitions: definitions(),
         duration_s: 4.1,
         phases: Vec::new(),
-        exit_code: 0,
+        exit_code: chatgate::verdict::Outcome::Pass,
     }
 }
 
@@ -139,19 +127,10 @@ const DIFF: &str = "--- accepted\n+++ new\n@@ -1,2 +1,2 @@\n The capital of Fran
 
 fn failing() -> GateReport {
     let findings = Findings(vec![
-        Finding::pass(
-            Boundary::Checkpoint,
-            "checkpoint.lock",
-            "weights match the lock",
-        ),
-        Finding::pass(
-            Boundary::Tokenizer,
-            "tokenizer.fingerprint",
-            "same tokenizer",
-        ),
+        Finding::pass(checks::CHECKPOINT_WEIGHTS_HASH, "weights match the lock"),
+        Finding::pass(checks::TOKENIZER_FINGERPRINT, "same tokenizer"),
         Finding::new(
-            Boundary::Template,
-            "template.server-ids",
+            checks::TEMPLATE_SERVER_IDS,
             Severity::Error,
             "the server's prompt ids differ from the SFT ids at token 14 | expected <|im_end|>",
         )
@@ -162,33 +141,28 @@ fn failing() -> GateReport {
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
         ),
         Finding::new(
-            Boundary::Template,
-            "template.stop",
+            checks::TEMPLATE_LOCK,
             Severity::Warning,
             "stop set lacks <|im_end|>",
         ),
         Finding::new(
-            Boundary::Server,
-            "server.stop",
+            checks::SERVER_STOP,
             Severity::Error,
             "reply 1 ran to max_tokens",
         ),
         Finding::new(
-            Boundary::Server,
-            "server.stop",
+            checks::SERVER_STOP,
             Severity::Error,
             "reply 2 ran to max_tokens",
         ),
         Finding::new(
-            Boundary::Server,
-            "server.errors",
+            checks::SERVER_BAD_REQUESTS,
             Severity::Error,
             format!("error body echoed {SCRIPT}"),
         )
         .with("body", SCRIPT),
         Finding::new(
-            Boundary::Replay,
-            "replay.snapshots",
+            checks::REPLAY_SNAPSHOTS,
             Severity::Error,
             "1 of 3 prompts changed",
         ),
@@ -256,7 +230,7 @@ fn failing() -> GateReport {
         definitions: definitions(),
         duration_s: 14.0,
         phases: Vec::new(),
-        exit_code: 1,
+        exit_code: chatgate::verdict::Outcome::Regression,
     }
 }
 
@@ -372,7 +346,7 @@ fn junit_names_repeated_checks_apart_and_blames_the_first_break() {
         [
             "server.stop — reply 1 ran to max_tokens",
             "server.stop — reply 2 ran to max_tokens",
-            "server.errors"
+            "server.bad-requests"
         ]
     );
     for c in &server.test_cases {
@@ -445,7 +419,7 @@ fn junit_of_an_unreachable_target_is_not_green() {
     report.prompts.clear();
     report.latency.clear();
     report.latency_totals = None;
-    report.exit_code = 3;
+    report.exit_code = chatgate::verdict::Outcome::Unreachable;
     let r = parse_junit(&junit::render(&report).expect("renders"));
     assert_eq!(r.errors, 1, "a failed gate needs a failing case");
     let case = &suite(&r, "chatgate.gate").test_cases[0];

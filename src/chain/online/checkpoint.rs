@@ -4,10 +4,11 @@
 use super::drift::{Gap, Summary, Tolerance};
 use super::{first_reply_ids, Determinism, Observed, Online, ProbeRun, Reference};
 use crate::chain::recording::{RecordedProbe, Recording};
-use crate::chain::{Boundary::Checkpoint, Finding, Severity};
+use crate::chain::{Finding, Severity};
 use crate::endpoint::Scored;
 use crate::exchange::TopLogprob;
 use crate::replay::Record;
+use crate::verdict::checks;
 
 /// Tokens of each reply compared with the reference.
 const FINGERPRINT_TOKENS: usize = 16;
@@ -47,15 +48,13 @@ fn identity(online: &Online, obs: &Observed) -> Finding {
         {
             if lock.weights.total.starts_with(hex) || same_as_legacy_lock(online, hex) {
                 return Finding::pass(
-                    Checkpoint,
-                    "checkpoint.server-identity",
+                    checks::CHECKPOINT_SERVER_IDENTITY,
                     "the server's system_fingerprint matches the locked weights",
                 )
                 .with("system_fingerprint", fp);
             }
             return Finding::new(
-                Checkpoint,
-                "checkpoint.server-identity",
+                checks::CHECKPOINT_SERVER_IDENTITY,
                 Severity::Error,
                 "the server reports other weights than the lock pins",
             )
@@ -79,26 +78,23 @@ fn identity(online: &Online, obs: &Observed) -> Finding {
             .unwrap_or_default();
         let known = lock.weights.files.iter().any(|f| f.name == name);
         return Finding::new(
-            Checkpoint,
-            "checkpoint.server-identity",
+            checks::CHECKPOINT_SERVER_IDENTITY,
             if known { Severity::Pass } else { Severity::Warning },
             if known { "the server's model file has the locked file's name (names are not content: the fingerprint decides)" } else { "the server's model file is not one the lock names" },
         )
         .with("server model_path", path);
     }
-    let mut f = Finding::new(Checkpoint, "checkpoint.server-identity", Severity::Info, "the server reports no checkpoint identity the lock can be compared with; the behavioural fingerprint decides");
+    let mut f = Finding::new(checks::CHECKPOINT_SERVER_IDENTITY, Severity::Info, "the server reports no checkpoint identity the lock can be compared with; the behavioural fingerprint decides");
     if let Some(fp) = fp {
         f = f.with("system_fingerprint", fp);
     }
     f
 }
 
-const ID: &str = "checkpoint.fingerprint";
-
 /// The behavioural fingerprint: the server's own tokens against the reference checkpoint's.
 async fn fingerprint(online: &Online<'_>, obs: &Observed) -> Finding {
     match online.reference {
-        None => Finding::new(Checkpoint, ID, Severity::Info, "the suite names no [reference] model and has no recorded reference: the served checkpoint's behaviour is not fingerprinted")
+        None => Finding::new(checks::CHECKPOINT_FINGERPRINT, Severity::Info, "the suite names no [reference] model and has no recorded reference: the served checkpoint's behaviour is not fingerprinted")
             .with("to record one", format!("chatgate lock {} --fingerprint", online.ctx.suite.path.display())),
         Some(Reference::Local(r)) => teacher_forced(online, obs, Forcer::Local(r)).await,
         Some(Reference::Recorded(rec)) => against_recording(online, obs, rec).await,
@@ -210,24 +206,22 @@ async fn teacher_forced(online: &Online<'_>, obs: &Observed, reference: Forcer<'
     let judged = t.judge(&tol);
     let mut f = match judged {
         Judged::Different(detail) => Finding::new(
-            Checkpoint,
-            ID,
+            checks::CHECKPOINT_FINGERPRINT,
             Severity::Error,
             "the server behaves like another checkpoint than the reference",
         )
         .with("first difference", detail),
         Judged::Unconfirmed => {
-            let mut f = Finding::new(Checkpoint, ID, Severity::Warning, "unconfirmed: no probe could be fingerprinted, because the server's prompt ids could not be confirmed (no tokenize endpoint, and usage.prompt_tokens differs from the local render) or it reported neither generated ids nor logprob tokens the vocabulary maps");
+            let mut f = Finding::new(checks::CHECKPOINT_FINGERPRINT, Severity::Warning, "unconfirmed: no probe could be fingerprinted, because the server's prompt ids could not be confirmed (no tokenize endpoint, and usage.prompt_tokens differs from the local render) or it reported neither generated ids nor logprob tokens the vocabulary maps");
             if !t.inconclusive.is_empty() {
                 f = f.with("probes", t.inconclusive.join(", "));
             }
             return f;
         }
-        Judged::Drift => Finding::new(Checkpoint, ID, Severity::Warning, "the server's greedy tokens differ from the reference's only where the reference's top two candidates are nearly tied (numeric drift)")
+        Judged::Drift => Finding::new(checks::CHECKPOINT_FINGERPRINT, Severity::Warning, "the server's greedy tokens differ from the reference's only where the reference's top two candidates are nearly tied (numeric drift)")
             .with("where", t.drift.join("; ")),
         Judged::Same => Finding::pass(
-            Checkpoint,
-            ID,
+            checks::CHECKPOINT_FINGERPRINT,
             format!(
                 "{} probe(s) match the reference checkpoint {shown}",
                 t.compared
@@ -282,7 +276,7 @@ async fn against_recording(online: &Online<'_>, obs: &Observed, rec: &Recording)
         "{} ({}, {}), chatgate {}",
         by.reference, by.engine, by.dtype, by.chatgate
     );
-    let same = Finding::pass(Checkpoint, ID, format!("{} probe(s) match the recorded reference (the weights are checked behaviourally, not by hash)", t.compared));
+    let same = Finding::pass(checks::CHECKPOINT_FINGERPRINT, format!("{} probe(s) match the recorded reference (the weights are checked behaviourally, not by hash)", t.compared));
     let drift = "the server's greedy tokens leave the recorded reference's only where its top two candidates are nearly tied (numeric drift)";
     let (f, unconfirmed) = t.verdict(&tol, "the recorded reference", drift, same);
     let mut f = f.with("recorded reference", computed);
@@ -380,7 +374,7 @@ async fn greedy_only(
         }
     }
     let shown = r.describe();
-    let same = Finding::new(Checkpoint, ID, Severity::Warning, format!("{} probe(s) agree with the reference server's greedy replies — weak evidence: this reference cannot teacher-force, so a checkpoint that agrees on the greedy tokens (an older step) passes too", t.compared));
+    let same = Finding::new(checks::CHECKPOINT_FINGERPRINT, Severity::Warning, format!("{} probe(s) agree with the reference server's greedy replies — weak evidence: this reference cannot teacher-force, so a checkpoint that agrees on the greedy tokens (an older step) passes too", t.compared));
     let drift = "the server's greedy replies leave the reference server's where they cannot be told apart from numeric drift";
     let (f, unconfirmed) = t.verdict(&tol, "the reference server", drift, same);
     let mut f = f.with("reference", shown);
@@ -662,8 +656,7 @@ impl Tally {
         match self.judge(tol) {
             Judged::Different(detail) => (
                 Finding::new(
-                    Checkpoint,
-                    ID,
+                    checks::CHECKPOINT_FINGERPRINT,
                     Severity::Error,
                     format!("the server behaves like another checkpoint than {whom}"),
                 )
@@ -672,8 +665,7 @@ impl Tally {
             ),
             Judged::Unconfirmed => {
                 let mut f = Finding::new(
-                    Checkpoint,
-                    ID,
+                    checks::CHECKPOINT_FINGERPRINT,
                     Severity::Warning,
                     format!("unconfirmed: no probe could be compared with {whom}"),
                 );
@@ -683,7 +675,7 @@ impl Tally {
                 (f, true)
             }
             Judged::Drift => (
-                Finding::new(Checkpoint, ID, Severity::Warning, drift)
+                Finding::new(checks::CHECKPOINT_FINGERPRINT, Severity::Warning, drift)
                     .with("where", self.drift.join("; ")),
                 false,
             ),

@@ -16,11 +16,12 @@
 //! Severity follows the suite's `[client] relies_on`: an error for what the client relies on,
 //! a warning otherwise (without the list, the recorded client's requests show which fields it
 //! sends).
+use crate::verdict::checks::{self, Check};
 use serde_json::{json, Value};
 
 use super::{Observed, Online, Probe};
 use crate::chain::framing::Framing;
-use crate::chain::{Boundary::Server, Finding, Severity};
+use crate::chain::{Finding, Severity};
 use crate::endpoint::openai::CallError;
 use crate::exchange::Record;
 
@@ -109,13 +110,13 @@ pub async fn gather(
     let mut out = FieldReplies::default();
     // A check the suite skips (`[server] skip`) sends no probe: skipping a known quirk also
     // spares the server its request.
-    let wanted = |check: &str| !online.ctx.suite.file.server.skips(check);
+    let wanted = |check: &Check| !online.ctx.suite.file.server.skips(check);
     // The fields that are not about tools are asked on a probe without tools, so that what
     // the server does with tools (a call cut by the token budget) is not taken for them.
     let offers = |p: &&Probe| p.tools.as_ref().is_some_and(|t| !t.is_empty());
     let plain = probes.iter().find(|p| !offers(p)).or(probes.first());
     let tooled = probes.iter().find(offers);
-    if let Some(p) = plain.filter(|_| wanted("server.max-completion-tokens")) {
+    if let Some(p) = plain.filter(|_| wanted(checks::SERVER_MAX_COMPLETION_TOKENS)) {
         // Beside the probes' own `max_tokens`, which bounds the reply of a server that ignores
         // the new field (one that reads neither would generate to its context's end). OpenAI's
         // rule, and vLLM's and transformers': `max_completion_tokens` wins.
@@ -133,9 +134,10 @@ pub async fn gather(
     let switch = framing
         .and_then(|f| f.reasoning.as_ref())
         .and_then(|r| r.switches.first().cloned());
-    if let (Some(p), Some((name, value))) =
-        (plain.filter(|_| wanted("server.template-kwargs")), switch)
-    {
+    if let (Some(p), Some((name, value))) = (
+        plain.filter(|_| wanted(checks::SERVER_TEMPLATE_KWARGS)),
+        switch,
+    ) {
         // Only the prompt is judged (its token count); the reply keeps the probes' budget, so
         // that a server that fails replies cut mid-call (transformers serve) is not taken for
         // one that refuses the field.
@@ -146,7 +148,7 @@ pub async fn gather(
         );
         out.kwargs = Some((p.id.clone(), (name, value), online.http.chat(&req).await));
     }
-    if let Some(p) = tooled.filter(|_| wanted("server.tool-choice")) {
+    if let Some(p) = tooled.filter(|_| wanted(checks::SERVER_TOOL_CHOICE)) {
         let mut req = online.request_text(p, seed, false);
         req.extra.insert("tool_choice".into(), json!("none"));
         out.tool_choice_none = Some((p.id.clone(), online.http.chat(&req).await));
@@ -164,12 +166,12 @@ pub async fn gather(
         req.extra.insert("tool_choice".into(), json!("required"));
         out.tool_choice_required = Some((p.id.clone(), online.http.chat(&req).await));
     }
-    if let Some(p) = tooled.filter(|_| wanted("server.tool-call-parse")) {
+    if let Some(p) = tooled.filter(|_| wanted(checks::SERVER_TOOL_CALL_PARSE)) {
         let mut req = online.request_text(p, seed, false);
         req.max_tokens = Some(TOOL_CUT_TOKENS);
         out.tool_cut = Some((p.id.clone(), online.http.chat(&req).await));
     }
-    if let Some(p) = plain.filter(|_| wanted("server.response-format")) {
+    if let Some(p) = plain.filter(|_| wanted(checks::SERVER_RESPONSE_FORMAT)) {
         let mut req = online.request_text(p, seed, false);
         req.max_tokens = Some(RESPONSE_FORMAT_TOKENS);
         req.extra.insert(
@@ -211,7 +213,7 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
     for (sent, field, judge) in choices {
         out.extend(sent.as_ref().map(|(id, r)| match r {
             Ok(rec) => judge(online, id, rec),
-            Err(e) => refused(TOOL_CHOICE, field, id, e),
+            Err(e) => refused(checks::SERVER_TOOL_CHOICE, field, id, e),
         }));
     }
     out.extend(
@@ -231,9 +233,8 @@ fn ignored(online: &Online, feature: &str) -> Severity {
     }
 }
 
-fn refused(check: &'static str, field: &str, probe: &str, e: &CallError) -> Finding {
+fn refused(check: &'static Check, field: &str, probe: &str, e: &CallError) -> Finding {
     Finding::new(
-        Server,
         check,
         Severity::Warning,
         format!("the server refuses `{field}` (probe {probe}: {e})"),
@@ -242,37 +243,32 @@ fn refused(check: &'static str, field: &str, probe: &str, e: &CallError) -> Find
 }
 
 fn max_completion(online: &Online, probe: &str, r: &Reply, control: Option<&Reply>) -> Finding {
-    const ID: &str = "server.max-completion-tokens";
     let rec = match (r, control) {
         (Ok(rec), _) => rec,
         (Err(e), Some(Err(c))) => {
             return Finding::new(
-                Server,
-                ID,
+                checks::SERVER_MAX_COMPLETION_TOKENS,
                 Severity::Info,
                 format!("not judged: a reply cut at {MAX_COMPLETION} tokens fails with `max_tokens` too (probe {probe}: {c}), so the failure is not the field's (with `max_completion_tokens`: {e})"),
             )
         }
-        (Err(e), _) => return refused(ID, "max_completion_tokens", probe, e),
+        (Err(e), _) => return refused(checks::SERVER_MAX_COMPLETION_TOKENS, "max_completion_tokens", probe, e),
     };
     let n = completion_tokens(rec);
     match n {
         Some(n) if n > MAX_COMPLETION as usize => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_MAX_COMPLETION_TOKENS,
             ignored(online, "max_completion_tokens"),
             format!("the server ignores `max_completion_tokens`: asked for at most {MAX_COMPLETION} tokens, it generated {n} (probe {probe}, finish_reason {})", rec.finish_reason.as_deref().unwrap_or("none")),
         )
         .with("layer", "the server API (it reads only the deprecated `max_tokens`)")
         .with("fix", "send `max_tokens` to this server (OpenAI SDKs send `max_completion_tokens` when asked to), or serve with a stack that reads both (vLLM, llama-server)"),
         Some(n) => Finding::pass(
-            Server,
-            ID,
+            checks::SERVER_MAX_COMPLETION_TOKENS,
             format!("`max_completion_tokens` is applied ({n} of at most {MAX_COMPLETION} tokens)"),
         ),
         None => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_MAX_COMPLETION_TOKENS,
             Severity::Info,
             "the reply to the `max_completion_tokens` probe says nothing of its length (no usage, ids or logprobs): not judged",
         ),
@@ -295,10 +291,16 @@ fn kwargs(
     (name, value): &(String, Value),
     r: &Result<Record, CallError>,
 ) -> Finding {
-    const ID: &str = "server.template-kwargs";
     let rec = match r {
         Ok(rec) => rec,
-        Err(e) => return refused(ID, "chat_template_kwargs", probe, e),
+        Err(e) => {
+            return refused(
+                checks::SERVER_TEMPLATE_KWARGS,
+                "chat_template_kwargs",
+                probe,
+                e,
+            )
+        }
     };
     let kw = format!("{name}={value}");
     let run = obs.runs.iter().find(|r| r.probe.id == probe);
@@ -322,51 +324,41 @@ fn kwargs(
     });
     match (plain, switched, expected) {
         (Some(a), Some(b), Some((with, without))) if a == b && a == without => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_TEMPLATE_KWARGS,
             ignored(online, "chat_template_kwargs"),
             format!("the server ignores `chat_template_kwargs` ({kw}): the template renders {with} prompt tokens with it and {without} without, and the server's prompt is {b} tokens either way (probe {probe})"),
         )
         .with("layer", "the server API (it does not pass request kwargs to the template)")
         .with("fix", "serve with a stack that passes `chat_template_kwargs` to the template per request (vLLM, SGLang, llama-server); llama-cpp-python takes them only at load (`--chat_template_kwargs`)"),
         (_, Some(b), Some((with, _))) if b == with => Finding::pass(
-            Server,
-            ID,
+            checks::SERVER_TEMPLATE_KWARGS,
             format!("`chat_template_kwargs` ({kw}) reach the template: {b} prompt tokens, as the template renders them"),
         ),
         (_, Some(b), Some((with, without))) => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_TEMPLATE_KWARGS,
             Severity::Info,
             format!("with `chat_template_kwargs` ({kw}) the server's prompt is {b} tokens; the template renders {with} with them and {without} without: not judged (the template boundary compares the prompts)"),
         ),
         _ => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_TEMPLATE_KWARGS,
             Severity::Info,
             format!("the server's prompt count with and without `chat_template_kwargs` ({kw}) is not known: not judged"),
         ),
     }
 }
 
-/// The check every `tool_choice` probe reports to.
-const TOOL_CHOICE: &str = "server.tool-choice";
-
 /// Judges a `tool_choice` probe's reply (the server answered it).
 type Judge = fn(&Online, &str, &Record) -> Finding;
 
 fn tool_choice_none(online: &Online, probe: &str, rec: &Record) -> Finding {
-    const ID: &str = TOOL_CHOICE;
     if rec.tool_calls.is_empty() {
         return Finding::pass(
-            Server,
-            ID,
+            checks::SERVER_TOOL_CHOICE,
             format!("`tool_choice: \"none\"` is honoured: no call came back (probe {probe})"),
         );
     }
     Finding::new(
-        Server,
-        ID,
+        checks::SERVER_TOOL_CHOICE,
         ignored(online, "tool_choice"),
         format!(
             "the server ignores `tool_choice: \"none\"`: {} call(s) came back (probe {probe})",
@@ -381,18 +373,15 @@ fn tool_choice_none(online: &Online, probe: &str, rec: &Record) -> Finding {
 /// Only that a call came back, and to which function, is judged: a server forces the call's
 /// shape, and an untrained stand-in forced into one writes arguments no schema would take.
 fn tool_choice_required(online: &Online, probe: &str, rec: &Record) -> Finding {
-    const ID: &str = TOOL_CHOICE;
     let names = called(rec);
     if !names.is_empty() {
         return Finding::pass(
-            Server,
-            ID,
+            checks::SERVER_TOOL_CHOICE,
             format!("`tool_choice: \"required\"` is honoured: after {GREETING:?} the reply calls `{}` (probe {probe}'s tools)", names.join("`, `")),
         );
     }
     Finding::new(
-        Server,
-        ID,
+        checks::SERVER_TOOL_CHOICE,
         ignored(online, "tool_choice"),
         format!("the server ignores `tool_choice: \"required\"`: after {GREETING:?} the reply holds no call (probe {probe}'s tools): {}", super::show(&rec.text)),
     )
@@ -415,12 +404,10 @@ fn called(rec: &Record) -> Vec<&str> {
 /// A named `tool_choice`: the reply must call the named function (the decoy no prompt asks
 /// for), whatever the model would have chosen.
 fn tool_choice_named(online: &Online, probe: &str, rec: &Record) -> Finding {
-    const ID: &str = TOOL_CHOICE;
     let names = called(rec);
     if names.contains(&NAMED) {
         return Finding::pass(
-            Server,
-            ID,
+            checks::SERVER_TOOL_CHOICE,
             format!("a named `tool_choice` is honoured: the reply calls `{NAMED}`, the function it names (probe {probe})"),
         );
     }
@@ -430,8 +417,7 @@ fn tool_choice_named(online: &Online, probe: &str, rec: &Record) -> Finding {
         format!("a call to `{}`", names.join("`, `"))
     };
     Finding::new(
-        Server,
-        ID,
+        checks::SERVER_TOOL_CHOICE,
         ignored(online, "tool_choice"),
         format!("the server ignores a named `tool_choice`: asked to call `{NAMED}`, the reply holds {got} (probe {probe})"),
     )
@@ -440,30 +426,26 @@ fn tool_choice_named(online: &Online, probe: &str, rec: &Record) -> Finding {
 }
 
 fn response_format(online: &Online, probe: &str, r: &Result<Record, CallError>) -> Finding {
-    const ID: &str = "server.response-format";
     let rec = match r {
         Ok(rec) => rec,
-        Err(e) => return refused(ID, "response_format", probe, e),
+        Err(e) => return refused(checks::SERVER_RESPONSE_FORMAT, "response_format", probe, e),
     };
     if meets_schema(&rec.text) {
         return Finding::pass(
-            Server,
-            ID,
+            checks::SERVER_RESPONSE_FORMAT,
             format!("`response_format` json_schema is honoured: the reply is JSON the schema accepts (probe {probe})"),
         );
     }
     let cut = rec.finish_reason.as_deref() == Some("length");
     if cut && rec.text.trim_start().starts_with('{') {
         return Finding::new(
-            Server,
-            ID,
+            checks::SERVER_RESPONSE_FORMAT,
             Severity::Info,
             format!("the `response_format` reply was cut at {RESPONSE_FORMAT_TOKENS} tokens before its JSON closed (probe {probe}): not judged"),
         );
     }
     Finding::new(
-        Server,
-        ID,
+        checks::SERVER_RESPONSE_FORMAT,
         ignored(online, "response_format"),
         format!(
             "the server ignores `response_format` (json_schema): the reply is not JSON the schema accepts (probe {probe}: {})",

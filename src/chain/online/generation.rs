@@ -1,10 +1,11 @@
 //! Boundary 4 online: the generation settings the server really applies — does it stop where
 //! the checkpoint ends its turn, does it honour temperature 0, and which defaults does it say
 //! it uses?
+use crate::verdict::checks;
 use serde_json::Value;
 
 use super::{Observed, Online};
-use crate::chain::{Boundary::GenerationConfig as Gen, Finding, Severity};
+use crate::chain::{Finding, Severity};
 
 pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
     let mut out = vec![stops(online, obs), sampling(online, obs)];
@@ -14,7 +15,6 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
 
 /// The server must stop where the reference checkpoint ends its turn.
 fn stops(online: &Online, obs: &Observed) -> Finding {
-    const ID: &str = "generation.server-stop";
     let (mut referenced, mut compared) = (0, 0);
     for run in &obs.runs {
         let Some(main) = run.main() else { continue };
@@ -26,7 +26,7 @@ fn stops(online: &Online, obs: &Observed) -> Finding {
         let Some(reference) = &run.reference else {
             // No reference: the tell-tale of a missing terminator is its text in the reply.
             if let Some(tok) = leaked_terminator(online, &main.text) {
-                return Finding::new(Gen, ID, Severity::Error, format!("the reply contains the turn terminator {tok:?} as text: the server does not stop on it"))
+                return Finding::new(checks::GENERATION_SERVER_STOP, Severity::Error, format!("the reply contains the turn terminator {tok:?} as text: the server does not stop on it"))
                     .with("probe", &run.probe.id)
                     .with("reply", super::show(&main.text));
             }
@@ -80,7 +80,7 @@ fn stops(online: &Online, obs: &Observed) -> Finding {
         let terminator = terminator_id
             .map(|id| online.reference_token(id))
             .unwrap_or_default();
-        let mut f = Finding::new(Gen, ID, Severity::Error, "the server runs past the end of the assistant turn: the turn terminator is not in its stop set")
+        let mut f = Finding::new(checks::GENERATION_SERVER_STOP, Severity::Error, "the server runs past the end of the assistant turn: the turn terminator is not in its stop set")
             .with("probe", &run.probe.id)
             .with("reference stops on", format!("{terminator:?} after {}", super::show(&reference.text)))
             .with(label, super::show(&reply.text))
@@ -95,20 +95,17 @@ fn stops(online: &Online, obs: &Observed) -> Finding {
     }
     match (referenced, compared) {
         (0, _) => Finding::new(
-            Gen,
-            ID,
+            checks::GENERATION_SERVER_STOP,
             Severity::Info,
             "no reference run to compare the server's stops with (set [reference] model)",
         ),
         (n, 0) => Finding::new(
-            Gen,
-            ID,
+            checks::GENERATION_SERVER_STOP,
             Severity::Info,
             format!("the reference ended none of the {n} probe replies within max_tokens: no stop to compare (raise [server] max_tokens)"),
         ),
         (_, n) => Finding::pass(
-            Gen,
-            ID,
+            checks::GENERATION_SERVER_STOP,
             format!("the server stops where the reference does on {n} probe(s)"),
         ),
     }
@@ -174,7 +171,6 @@ fn sampling_cause(online: &Online) -> (String, String) {
 }
 
 fn sampling_verdict(obs: &Observed) -> Finding {
-    const ID: &str = "generation.sampling-honoured";
     // Unstable same-seed replies are the server's nondeterminism, judged at the server boundary.
     let same_seed_unstable = obs
         .runs
@@ -182,7 +178,7 @@ fn sampling_verdict(obs: &Observed) -> Finding {
         .any(|r| r.determinism() == Some(super::Determinism::Sampled))
         || matches!((obs.sampling.first(), obs.sampling.get(1)), (Some(Ok(a)), Some(Ok(b))) if a.text != b.text);
     if same_seed_unstable {
-        return Finding::new(Gen, ID, Severity::Info, "identical requests already differ (see server.determinism): whether the seed steers temperature 0 cannot be told apart");
+        return Finding::new(checks::GENERATION_SAMPLING_HONOURED, Severity::Info, "identical requests already differ (see server.determinism): whether the seed steers temperature 0 cannot be told apart");
     }
     let replies: Vec<&crate::replay::Record> = obs
         .sampling
@@ -194,7 +190,7 @@ fn sampling_verdict(obs: &Observed) -> Finding {
         .skip(2)
         .find(|r| replies.first().is_some_and(|a| a.text != r.text))
     {
-        return Finding::new(Gen, ID, Severity::Error, "temperature 0 is not honoured: another seed gives another reply, so the server samples (it applies its own sampling defaults over the request)")
+        return Finding::new(checks::GENERATION_SAMPLING_HONOURED, Severity::Error, "temperature 0 is not honoured: another seed gives another reply, so the server samples (it applies its own sampling defaults over the request)")
             .with("probe", super::show(&obs.sampling_prompt))
             .with("seed A", super::show(&replies[0].text))
             .with("seed B", super::show(&other.text));
@@ -204,7 +200,7 @@ fn sampling_verdict(obs: &Observed) -> Finding {
             continue;
         };
         if main.text != other.text {
-            return Finding::new(Gen, ID, Severity::Error, "temperature 0 is not honoured: another seed gives another reply, so the server samples (it applies its own sampling defaults over the request)")
+            return Finding::new(checks::GENERATION_SAMPLING_HONOURED, Severity::Error, "temperature 0 is not honoured: another seed gives another reply, so the server samples (it applies its own sampling defaults over the request)")
                 .with("probe", &run.probe.id)
                 .with("seed A", super::show(&main.text))
                 .with("seed B", super::show(&other.text));
@@ -216,21 +212,19 @@ fn sampling_verdict(obs: &Observed) -> Finding {
         .chain(obs.runs.iter().filter_map(|r| r.main()));
     for rec in greedy_checked {
         if let Some(detail) = not_greedy(rec) {
-            return Finding::new(Gen, ID, Severity::Error, "temperature 0 is not honoured: the server picked a token that is not its own most likely one")
+            return Finding::new(checks::GENERATION_SAMPLING_HONOURED, Severity::Error, "temperature 0 is not honoured: the server picked a token that is not its own most likely one")
                 .with("where", detail);
         }
     }
     if replies.is_empty() && obs.runs.iter().all(|r| r.main().is_none()) {
         return Finding::new(
-            Gen,
-            ID,
+            checks::GENERATION_SAMPLING_HONOURED,
             Severity::Warning,
             "no temperature-0 reply to check sampling on",
         );
     }
     Finding::pass(
-        Gen,
-        ID,
+        checks::GENERATION_SAMPLING_HONOURED,
         "temperature 0 replies are greedy and independent of the seed",
     )
 }
@@ -255,7 +249,6 @@ fn not_greedy(rec: &crate::replay::Record) -> Option<String> {
 
 /// Defaults the server reveals (llama.cpp /props) against generation_config.json.
 fn defaults(online: &Online, obs: &Observed) -> Vec<Finding> {
-    const ID: &str = "generation.server-defaults";
     let Some(settings) = obs
         .props
         .as_ref()
@@ -276,8 +269,7 @@ fn defaults(online: &Online, obs: &Observed) -> Vec<Finding> {
         }
     };
     let mut f = Finding::pass(
-        Gen,
-        ID,
+        checks::GENERATION_SERVER_DEFAULTS,
         "the defaults the server reports agree with generation_config.json",
     );
     let mut differs = false;

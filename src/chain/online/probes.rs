@@ -1,6 +1,7 @@
 //! The probe pass against a server: the requests each probe sends, what they return, and how a reply's ids are recovered from what the server reports.
-#[allow(unused_imports)]
 use super::*;
+#[allow(unused_imports)]
+use crate::verdict::checks;
 use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
@@ -308,8 +309,8 @@ impl Online<'_> {
         };
         let sampling_prompt = self.sampling_prompt();
         // Skipped (`[server] skip`), the sampling check sends no probe either.
-        let skipped = |check: &str| self.ctx.suite.file.server.skips(check);
-        let sampling = if skipped("generation.sampling-honoured") {
+        let skipped = |check| self.ctx.suite.file.server.skips(check);
+        let sampling = if skipped(checks::GENERATION_SAMPLING_HONOURED) {
             Vec::new()
         } else {
             self.sampling_probe(&sampling_prompt).await

@@ -7,10 +7,9 @@
 //! its reasoning.
 use super::{show, Observed, Online};
 use crate::chain::framing::{Reasoning, Splitter};
-use crate::chain::{Boundary::Server, Finding, Severity};
+use crate::chain::{Finding, Severity};
 use crate::exchange::Record;
-
-const ID: &str = "server.reasoning-split";
+use crate::verdict::checks;
 
 /// What one reply shows of the server's reasoning parser.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,8 +84,7 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
         let sent: Vec<&str> = fields.iter().copied().collect();
         if f.severity != broken {
             f = Finding::new(
-                Server,
-                ID,
+                checks::SERVER_REASONING_SPLIT,
                 broken,
                 format!(
                     "the server writes reasoning to `{}` and the client reads `{read}` (`[client] reasoning_field`): the client gets none",
@@ -104,8 +102,7 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
     }
     Some(match parity {
         Some(why) if super::parity_may_replace(f.severity, broken) => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_REASONING_SPLIT,
             broken,
             format!("the streamed reply splits reasoning differently from the whole reply ({why})"),
         )
@@ -184,16 +181,14 @@ fn finding(r: &Reasoning, seen: &[(String, Split)], broken_severity: Severity) -
     );
     let f = match broken {
         Some((at, Split::Leaked(why))) => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_REASONING_SPLIT,
             broken_severity,
             format!("the server leaves the model's reasoning in `content` ({at}: {why}): its reasoning parser is missing or reads another framing"),
         )
         .with("layer", "the server's reasoning parser (the model emitted its reasoning as the template frames it)")
         .with("fix", fix(r)),
         Some((at, why)) => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_REASONING_SPLIT,
             broken_severity,
             format!("the server loses the model's reasoning ({at}: {})", match why {
                 Split::Dropped(w) => w.as_str(),
@@ -203,15 +198,13 @@ fn finding(r: &Reasoning, seen: &[(String, Split)], broken_severity: Severity) -
         .with("layer", "the server API (its parser split the reasoning out; the reply does not carry it in `reasoning_content` or `reasoning`)")
         .with("fix", "check which field the server writes reasoning to (vLLM renamed `reasoning_content` to `reasoning`) and that the client reads it"),
         None if cut > 0 => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_REASONING_SPLIT,
             Severity::Warning,
             format!("{cut} of {} replies ended inside their reasoning (finish_reason \"length\", empty `content`): the answer never came", seen.len()),
         )
         .with("fix", "raise max_tokens (reasoning spends tokens before the answer), or switch reasoning off where the template allows it"),
         None => Finding::pass(
-            Server,
-            ID,
+            checks::SERVER_REASONING_SPLIT,
             "the reasoning the template frames comes back split out of `content`",
         ),
     };

@@ -7,14 +7,13 @@
 //! checks `--enable-auto-tool-choice` on chat completions only: without it chat refuses every
 //! request with tools while Responses answers with the call as text — captured in
 //! tests/fixtures/server-replies/vllm-0.32.0/no-parsers/; docs/research/responses-api.md).
+use crate::verdict::checks;
 use serde_json::{json, Value};
 
 use super::{Determinism, Observed, Online, Probe};
-use crate::chain::{Boundary::Server, Finding, Severity};
+use crate::chain::{Finding, Severity};
 use crate::endpoint::openai::{CallError, RawResponse};
 use crate::exchange::Record;
-
-const ID: &str = "server.responses-parity";
 
 /// What `/v1/responses` answered the probe: plain, and streamed (sent only when the plain reply
 /// was one to compare with).
@@ -36,7 +35,13 @@ pub struct Said {
 /// Send the probe to `/v1/responses` (none when the suite skips the check, or no probe is a plain
 /// conversation the Responses API can take as input messages).
 pub async fn gather(online: &Online<'_>, probes: &[Probe]) -> Option<ResponsesReply> {
-    if online.ctx.suite.file.server.skips(ID) {
+    if online
+        .ctx
+        .suite
+        .file
+        .server
+        .skips(checks::SERVER_RESPONSES_PARITY)
+    {
         return None;
     }
     let plain = |p: &&Probe| {
@@ -355,8 +360,7 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
     let r = match reply {
         Err(e) => {
             return Some(Finding::new(
-                Server,
-                ID,
+                checks::SERVER_RESPONSES_PARITY,
                 Severity::Info,
                 format!("`/v1/responses` could not be asked (probe {id}: {e})"),
             ))
@@ -365,8 +369,7 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
     };
     if matches!(r.status, 404 | 405) {
         return Some(Finding::new(
-            Server,
-            ID,
+            checks::SERVER_RESPONSES_PARITY,
             Severity::Info,
             "the server offers no `/v1/responses` (HTTP 404/405): nothing to compare",
         ));
@@ -390,8 +393,7 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
         (Ok(c), Ok(s)) => match difference(&said_by_chat(c), &s) {
             None => streamed_parity(id, &s, sent.streamed.as_ref(), held),
             Some(what) => Finding::new(
-                Server,
-                ID,
+                checks::SERVER_RESPONSES_PARITY,
                 held,
                 format!("`/v1/responses` and `/v1/chat/completions` answer the same probe differently at temperature 0 (probe {id}: {what})"),
             )
@@ -399,23 +401,20 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
             .with("fix", "start the server with the same parsers for both APIs (vLLM's --reasoning-parser, --enable-auto-tool-choice --tool-call-parser apply to both), or have clients use the API that gives the right reply"),
         },
         (Err(e), Ok(_)) => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_RESPONSES_PARITY,
             broken,
             format!("chat completions refuses the probe `/v1/responses` answers (probe {id}: {e}): the two APIs are not configured alike"),
         )
         .with("layer", "the server API (one of its two APIs checks what the other does not)")
         .with("fix", "start the server with the flags its chat API asks for (the error says which); the Responses API's answer may then be the unparsed text"),
         (Ok(_), Err(why)) => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_RESPONSES_PARITY,
             Severity::Warning,
             format!("`/v1/responses` refuses the probe chat completions answers (probe {id}: {why})"),
         )
         .with("fix", "a client that moves to the Responses API gets this error from this server"),
         (Err(_), Err(_)) => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_RESPONSES_PARITY,
             Severity::Info,
             format!("both APIs refuse the probe (probe {id}): nothing to compare"),
         ),
@@ -432,8 +431,7 @@ fn streamed_parity(
 ) -> Finding {
     let pass = |how: &str| {
         Finding::pass(
-            Server,
-            ID,
+            checks::SERVER_RESPONSES_PARITY,
             format!("`/v1/responses` gives the chat reply's text, reasoning and calls{how} (probe {id})"),
         )
     };
@@ -457,8 +455,7 @@ fn streamed_parity(
         Err(e) => format!("the stream failed: {e}"),
     };
     Finding::new(
-        Server,
-        ID,
+        checks::SERVER_RESPONSES_PARITY,
         broken,
         format!("`/v1/responses` streamed does not add up to its plain reply (probe {id}: {what})"),
     )

@@ -2,10 +2,11 @@
 //! and chunk schemas, SSE framing and `[DONE]`, usage, stream ≠ non-stream, determinism alone and
 //! under load, max_tokens and stop, and errors for bad requests (4xx with a body, not a 500 or
 //! a hang).
+use crate::verdict::checks;
 use serde_json::{json, Value};
 
 use super::{reply_ids, Determinism, Observed, Online};
-use crate::chain::{Boundary::Server, Finding, Severity};
+use crate::chain::{Finding, Severity};
 use crate::endpoint::openai::CallError;
 
 pub async fn check(online: &Online<'_>, obs: &Observed) -> Vec<Finding> {
@@ -22,11 +23,9 @@ pub async fn check(online: &Online<'_>, obs: &Observed) -> Vec<Finding> {
 }
 
 fn models(online: &Online, obs: &Observed) -> Finding {
-    const ID: &str = "server.models";
     let Some(list) = &obs.models else {
         return Finding::new(
-            Server,
-            ID,
+            checks::SERVER_MODELS,
             Severity::Error,
             "GET /v1/models does not return JSON",
         );
@@ -41,7 +40,10 @@ fn models(online: &Online, obs: &Observed) -> Finding {
         })
         .unwrap_or_default();
     if ids.contains(&online.model.as_str()) {
-        return Finding::pass(Server, ID, format!("/v1/models lists {:?}", online.model));
+        return Finding::pass(
+            checks::SERVER_MODELS,
+            format!("/v1/models lists {:?}", online.model),
+        );
     }
     // A server that answers requests naming the model but does not list it (`transformers
     // serve` lists only models in the Hugging Face cache, never a folder it was started on)
@@ -69,7 +71,7 @@ fn models(online: &Online, obs: &Observed) -> Finding {
     } else {
         what
     };
-    let mut f = Finding::new(Server, ID, severity, what);
+    let mut f = Finding::new(checks::SERVER_MODELS, severity, what);
     f = if ids.is_empty() {
         f.with("body", super::show(&list.to_string()))
     } else {
@@ -87,17 +89,15 @@ fn models(online: &Online, obs: &Observed) -> Finding {
 fn health(obs: &Observed) -> Finding {
     match obs.health_status {
         Some(s) if (200..300).contains(&s) => {
-            Finding::pass(Server, "server.health", "GET /health answers")
+            Finding::pass(checks::SERVER_HEALTH, "GET /health answers")
         }
         Some(s) => Finding::new(
-            Server,
-            "server.health",
+            checks::SERVER_HEALTH,
             Severity::Info,
             format!("GET /health answers {s}: readiness has to be polled on /v1/models"),
         ),
         None => Finding::new(
-            Server,
-            "server.health",
+            checks::SERVER_HEALTH,
             Severity::Info,
             "GET /health does not answer: readiness has to be polled on /v1/models",
         ),
@@ -106,7 +106,6 @@ fn health(obs: &Observed) -> Finding {
 
 /// Valid probe requests must succeed: a failure is reported once, with the first error.
 fn responds(obs: &Observed) -> Finding {
-    const ID: &str = "server.responds";
     let mut total = 0;
     let mut failed: Vec<(String, &CallError)> = Vec::new();
     for run in &obs.runs {
@@ -124,7 +123,10 @@ fn responds(obs: &Observed) -> Finding {
         }
     }
     match failed.first() {
-        None => Finding::pass(Server, ID, format!("{total} valid probe requests answered")),
+        None => Finding::pass(
+            checks::SERVER_RESPONDS,
+            format!("{total} valid probe requests answered"),
+        ),
         Some((id, e)) => {
             let what = match e {
                 CallError::Timeout { .. } => "timed out",
@@ -133,8 +135,7 @@ fn responds(obs: &Observed) -> Finding {
                 _ => "failed",
             };
             let f = Finding::new(
-                Server,
-                ID,
+                checks::SERVER_RESPONDS,
                 Severity::Error,
                 format!("{} of {total} valid probe requests {what}", failed.len()),
             )
@@ -159,7 +160,6 @@ fn responds(obs: &Observed) -> Finding {
 
 /// The non-streamed reply and every streamed chunk against the OpenAI shapes clients parse.
 fn schema(obs: &Observed) -> Finding {
-    const ID: &str = "server.schema";
     let mut problems = Vec::new();
     if let Some(Ok(reply)) = &obs.raw_reply {
         problems.extend(
@@ -183,15 +183,13 @@ fn schema(obs: &Observed) -> Finding {
     }
     if problems.is_empty() {
         return Finding::pass(
-            Server,
-            ID,
+            checks::SERVER_SCHEMA,
             "replies and stream chunks have the OpenAI shapes",
         );
     }
     problems.dedup();
     let mut f = Finding::new(
-        Server,
-        ID,
+        checks::SERVER_SCHEMA,
         Severity::Error,
         format!("{} schema problem(s) in replies or chunks", problems.len()),
     );
@@ -280,17 +278,16 @@ fn stream(obs: &Observed) -> Vec<Finding> {
         .collect();
     if traces.is_empty() {
         return vec![Finding::new(
-            Server,
-            "server.sse-done",
+            checks::SERVER_SSE_DONE,
             Severity::Warning,
             "no streamed probe completed: SSE framing was not checked",
         )];
     }
     let mut out = Vec::new();
     out.push(match traces.iter().find(|(_, t)| !t.done) {
-        Some((id, _)) => Finding::new(Server, "server.sse-done", Severity::Error, "a stream ended without `data: [DONE]`: OpenAI clients wait for it until the connection closes")
+        Some((id, _)) => Finding::new(checks::SERVER_SSE_DONE, Severity::Error, "a stream ended without `data: [DONE]`: OpenAI clients wait for it until the connection closes")
             .with("probe", id),
-        None => Finding::pass(Server, "server.sse-done", "every stream ends with `data: [DONE]`"),
+        None => Finding::pass(checks::SERVER_SSE_DONE, "every stream ends with `data: [DONE]`"),
     });
     let malformed: Vec<String> = traces
         .iter()
@@ -303,16 +300,14 @@ fn stream(obs: &Observed) -> Vec<Finding> {
     });
     out.push(if let Some(m) = malformed.first() {
         Finding::new(
-            Server,
-            "server.sse-framing",
+            checks::SERVER_SSE_FRAMING,
             Severity::Error,
             format!("{} stream payload(s) are not JSON", malformed.len()),
         )
         .with("first", m)
     } else if let Some((id, t)) = wrong_type {
         Finding::new(
-            Server,
-            "server.sse-framing",
+            checks::SERVER_SSE_FRAMING,
             Severity::Warning,
             "a stream is not served as text/event-stream",
         )
@@ -323,37 +318,33 @@ fn stream(obs: &Observed) -> Vec<Finding> {
         )
     } else if traces.iter().any(|(_, t)| t.after_done) {
         Finding::new(
-            Server,
-            "server.sse-framing",
+            checks::SERVER_SSE_FRAMING,
             Severity::Warning,
             "a stream sends events after `[DONE]`",
         )
     } else {
         Finding::pass(
-            Server,
-            "server.sse-framing",
+            checks::SERVER_SSE_FRAMING,
             "stream payloads are JSON events on text/event-stream",
         )
     });
     out.push(if traces.iter().all(|(_, t)| t.usage_chunk || t.chunks.iter().any(|c| c.get("usage").is_some_and(|u| !u.is_null()))) {
-        Finding::pass(Server, "server.include-usage", "streams honour stream_options.include_usage")
+        Finding::pass(checks::SERVER_INCLUDE_USAGE, "streams honour stream_options.include_usage")
     } else {
-        Finding::new(Server, "server.include-usage", Severity::Warning, "streams ignore stream_options.include_usage: no usage arrives, so clients must count tokens themselves (latency figures mark N_out as estimated)")
+        Finding::new(checks::SERVER_INCLUDE_USAGE, Severity::Warning, "streams ignore stream_options.include_usage: no usage arrives, so clients must count tokens themselves (latency figures mark N_out as estimated)")
     });
     out
 }
 
 /// Usage against what the server itself shows: its own prompt ids and its generated ids.
 fn usage(online: &Online, obs: &Observed) -> Finding {
-    const ID: &str = "server.usage";
     let mut checked = 0;
     let mut eos_excluded = false;
     for run in &obs.runs {
         let Some(main) = run.main() else { continue };
         let Some(u) = main.usage else {
             return Finding::new(
-                Server,
-                ID,
+                checks::SERVER_USAGE,
                 Severity::Warning,
                 "a non-streamed reply carries no usage",
             )
@@ -362,7 +353,7 @@ fn usage(online: &Online, obs: &Observed) -> Finding {
         checked += 1;
         if let (Some(p), Some(ids)) = (u.prompt_tokens, &run.server_ids) {
             if p as usize != ids.len() {
-                return Finding::new(Server, ID, Severity::Error, format!("usage.prompt_tokens is {p}, but the server's own tokenization of the prompt has {} tokens", ids.len()))
+                return Finding::new(checks::SERVER_USAGE, Severity::Error, format!("usage.prompt_tokens is {p}, but the server's own tokenization of the prompt has {} tokens", ids.len()))
                     .with("probe", &run.probe.id);
             }
         }
@@ -389,8 +380,7 @@ fn usage(online: &Online, obs: &Observed) -> Finding {
                 eos_excluded = true;
             } else if c != n {
                 return Finding::new(
-                    Server,
-                    ID,
+                    checks::SERVER_USAGE,
                     Severity::Error,
                     format!("usage.completion_tokens is {c}, but the server generated {n} tokens"),
                 )
@@ -401,8 +391,7 @@ fn usage(online: &Online, obs: &Observed) -> Finding {
         {
             if p + c != t {
                 return Finding::new(
-                    Server,
-                    ID,
+                    checks::SERVER_USAGE,
                     Severity::Error,
                     format!("usage.total_tokens {t} ≠ prompt_tokens {p} + completion_tokens {c}"),
                 )
@@ -412,21 +401,23 @@ fn usage(online: &Online, obs: &Observed) -> Finding {
     }
     let _ = online;
     if checked == 0 {
-        return Finding::new(Server, ID, Severity::Warning, "no reply to check usage on");
+        return Finding::new(
+            checks::SERVER_USAGE,
+            Severity::Warning,
+            "no reply to check usage on",
+        );
     }
     if eos_excluded {
-        return Finding::new(Server, ID, Severity::Info, "usage.completion_tokens leaves out the token that ended the reply (llama-cpp-python counts this way; llama.cpp and vLLM count it)");
+        return Finding::new(checks::SERVER_USAGE, Severity::Info, "usage.completion_tokens leaves out the token that ended the reply (llama-cpp-python counts this way; llama.cpp and vLLM count it)");
     }
     Finding::pass(
-        Server,
-        ID,
+        checks::SERVER_USAGE,
         "usage agrees with the server's own token counts",
     )
 }
 
 /// At temperature 0 the streamed reply must equal the non-streamed one.
 fn parity(obs: &Observed) -> Finding {
-    const ID: &str = "server.stream-parity";
     let mut compared = 0;
     for run in &obs.runs {
         let (Some(main), Some(Ok(streamed))) = (run.main(), &run.streamed) else {
@@ -438,8 +429,7 @@ fn parity(obs: &Observed) -> Finding {
         compared += 1;
         if main.text != streamed.text || main.finish_reason != streamed.finish_reason {
             return Finding::new(
-                Server,
-                ID,
+                checks::SERVER_STREAM_PARITY,
                 Severity::Error,
                 "the streamed reply differs from the non-streamed one at temperature 0",
             )
@@ -464,21 +454,18 @@ fn parity(obs: &Observed) -> Finding {
     }
     if compared == 0 {
         return Finding::new(
-            Server,
-            ID,
+            checks::SERVER_STREAM_PARITY,
             Severity::Warning,
             "no stable probe to compare streamed and non-streamed replies on",
         );
     }
     Finding::pass(
-        Server,
-        ID,
+        checks::SERVER_STREAM_PARITY,
         format!("streamed = non-streamed on {compared} probe(s)"),
     )
 }
 
 fn determinism(obs: &Observed) -> Finding {
-    const ID: &str = "server.determinism";
     let classes: Vec<(&str, Option<Determinism>)> = obs
         .runs
         .iter()
@@ -497,7 +484,7 @@ fn determinism(obs: &Observed) -> Finding {
             .runs
             .iter()
             .find(|r| r.determinism() == Some(Determinism::Sampled));
-        let mut f = Finding::new(Server, ID, Severity::Error, format!("identical temperature-0 requests get different replies ({} of {} probes): exact snapshots will flake", sampled.len(), classes.len()))
+        let mut f = Finding::new(checks::SERVER_DETERMINISM, Severity::Error, format!("identical temperature-0 requests get different replies ({} of {} probes): exact snapshots will flake", sampled.len(), classes.len()))
             .with("sampled", sampled.join(", "));
         if let Some(run) = run {
             let texts: Vec<String> = run
@@ -512,12 +499,11 @@ fn determinism(obs: &Observed) -> Finding {
     }
     let variant = named(Determinism::BatchVariant);
     if !variant.is_empty() {
-        return Finding::new(Server, ID, Severity::Warning, "replies change under concurrent load (batch-variant): compare these prompts with a tolerant comparator")
+        return Finding::new(checks::SERVER_DETERMINISM, Severity::Warning, "replies change under concurrent load (batch-variant): compare these prompts with a tolerant comparator")
             .with("batch-variant", variant.join(", "));
     }
     Finding::pass(
-        Server,
-        ID,
+        checks::SERVER_DETERMINISM,
         format!(
             "{} probe(s) deterministic alone and under concurrent load",
             classes.len()
@@ -527,11 +513,9 @@ fn determinism(obs: &Observed) -> Finding {
 
 /// max_tokens is a hard limit.
 async fn max_tokens(online: &Online<'_>, obs: &Observed) -> Finding {
-    const ID: &str = "server.max-tokens";
     let Some(run) = obs.runs.first() else {
         return Finding::new(
-            Server,
-            ID,
+            checks::SERVER_MAX_TOKENS,
             Severity::Warning,
             "no probe to test max_tokens with",
         );
@@ -540,8 +524,7 @@ async fn max_tokens(online: &Online<'_>, obs: &Observed) -> Finding {
     req.max_tokens = Some(2);
     match online.http.chat(&req).await {
         Err(e) => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_MAX_TOKENS,
             Severity::Error,
             "a request with max_tokens 2 failed",
         )
@@ -554,8 +537,7 @@ async fn max_tokens(online: &Online<'_>, obs: &Observed) -> Finding {
                 .or_else(|| reply_ids(&rec, online).map(|i| i.len()));
             match n {
                 Some(n) if n > 2 => Finding::new(
-                    Server,
-                    ID,
+                    checks::SERVER_MAX_TOKENS,
                     Severity::Error,
                     format!("max_tokens 2 returned {n} tokens"),
                 )
@@ -563,11 +545,10 @@ async fn max_tokens(online: &Online<'_>, obs: &Observed) -> Finding {
                 _ if rec.finish_reason.as_deref() == Some("stop")
                     || rec.finish_reason.as_deref() == Some("length") =>
                 {
-                    Finding::pass(Server, ID, "max_tokens is honoured")
+                    Finding::pass(checks::SERVER_MAX_TOKENS, "max_tokens is honoured")
                 }
                 _ => Finding::new(
-                    Server,
-                    ID,
+                    checks::SERVER_MAX_TOKENS,
                     Severity::Warning,
                     format!(
                         "max_tokens 2 ended with finish_reason {:?}",
@@ -581,15 +562,13 @@ async fn max_tokens(online: &Online<'_>, obs: &Observed) -> Finding {
 
 /// A stop string cuts the reply before it, and is not part of the text.
 async fn stop(online: &Online<'_>, obs: &Observed) -> Finding {
-    const ID: &str = "server.stop";
     let Some((run, main)) = obs.runs.iter().find_map(|r| {
         r.main()
             .filter(|m| stop_word(&m.text).is_some())
             .map(|m| (r, m))
     }) else {
         return Finding::new(
-            Server,
-            ID,
+            checks::SERVER_STOP,
             Severity::Info,
             "no probe reply long enough to test stop strings with",
         );
@@ -600,15 +579,13 @@ async fn stop(online: &Online<'_>, obs: &Observed) -> Finding {
     let expected: String = main.text[..main.text.find(&word).unwrap_or(0)].to_string();
     match online.http.chat(&req).await {
         Err(e) => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_STOP,
             Severity::Error,
             "a request with a stop string failed",
         )
         .with("error", e),
         Ok(rec) if rec.text.contains(&word) => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_STOP,
             Severity::Error,
             format!("the stop string {word:?} is in the reply"),
         )
@@ -617,8 +594,7 @@ async fn stop(online: &Online<'_>, obs: &Observed) -> Finding {
             if rec.text != expected && run.determinism() == Some(Determinism::Deterministic) =>
         {
             Finding::new(
-                Server,
-                ID,
+                checks::SERVER_STOP,
                 Severity::Warning,
                 format!("with stop {word:?} the reply is not the unstopped reply cut before it"),
             )
@@ -626,8 +602,7 @@ async fn stop(online: &Online<'_>, obs: &Observed) -> Finding {
             .with("got", super::show(&rec.text))
         }
         Ok(rec) if rec.finish_reason.as_deref() != Some("stop") => Finding::new(
-            Server,
-            ID,
+            checks::SERVER_STOP,
             Severity::Warning,
             format!(
                 "a stop string ended the reply with finish_reason {:?}, not \"stop\"",
@@ -635,8 +610,7 @@ async fn stop(online: &Online<'_>, obs: &Observed) -> Finding {
             ),
         ),
         Ok(_) => Finding::pass(
-            Server,
-            ID,
+            checks::SERVER_STOP,
             format!("the stop string {word:?} cuts the reply before it"),
         ),
     }
@@ -652,7 +626,6 @@ fn stop_word(text: &str) -> Option<String> {
 
 /// Bad requests get a 4xx with an OpenAI error body — not a 500, not a hang, not a 200.
 async fn bad_requests(online: &Online<'_>) -> Finding {
-    const ID: &str = "server.bad-requests";
     let path = "/v1/chat/completions";
     let model = &online.model;
     let cases: [(&str, Result<Vec<u8>, Value>); 3] = [
@@ -679,8 +652,7 @@ async fn bad_requests(online: &Online<'_>) -> Finding {
         match r {
             Err(e) if e.unreachable() => {
                 return Finding::new(
-                    Server,
-                    ID,
+                    checks::SERVER_BAD_REQUESTS,
                     Severity::Error,
                     format!("a bad request ({what}) got no answer"),
                 )
@@ -699,11 +671,13 @@ async fn bad_requests(online: &Online<'_>) -> Finding {
         }
     }
     if quirks.is_empty() {
-        return Finding::pass(Server, ID, "bad requests get 4xx with an error body");
+        return Finding::pass(
+            checks::SERVER_BAD_REQUESTS,
+            "bad requests get 4xx with an error body",
+        );
     }
     let mut f = Finding::new(
-        Server,
-        ID,
+        checks::SERVER_BAD_REQUESTS,
         Severity::Warning,
         format!(
             "{} bad request(s) are not answered with a 4xx error body",

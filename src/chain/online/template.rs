@@ -3,11 +3,12 @@
 //! else the prompt size it reports in usage.
 use super::{Observed, Online};
 use crate::chain::diff::diverge;
-use crate::chain::{Boundary::Template, Finding, Severity};
+use crate::chain::{Finding, Severity};
+use crate::verdict::checks;
 
 pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
     let Some(local) = online.ctx.serving.as_ref() else {
-        return vec![Finding::new(Template, "template.server-ids", Severity::Info, "the served model has no local template or tokenizer to compare the server's prompt with")];
+        return vec![Finding::new(checks::TEMPLATE_SERVER_IDS, Severity::Info, "the served model has no local template or tokenizer to compare the server's prompt with")];
     };
     let mut out = Vec::new();
     let mut compared = 0;
@@ -31,7 +32,7 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
     }
     if let Some((id, d, class)) = diverged.first() {
         out.push(
-            Finding::new(Template, "template.server-ids", Severity::Error, format!("the server builds another prompt than the model's template: {class} ({} of {compared} probes)", diverged.len()))
+            Finding::new(checks::TEMPLATE_SERVER_IDS, Severity::Error, format!("the server builds another prompt than the model's template: {class} ({} of {compared} probes)", diverged.len()))
                 .with("class", class)
                 .with("probe", id)
                 .with("first difference", format!("token {} (server has {} tokens, local render {})", d.position, d.serving_len, d.sft_len))
@@ -40,8 +41,7 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
         );
     } else if compared > 0 {
         out.push(Finding::pass(
-            Template,
-            "template.server-ids",
+            checks::TEMPLATE_SERVER_IDS,
             format!("the server's own prompt ids equal the local render on {compared} probe(s)"),
         ));
     }
@@ -75,8 +75,7 @@ fn server_date(online: &Online, obs: &Observed) -> Option<crate::chain::Finding>
         .unwrap_or_else(|| "today".into());
     Some(
         Finding::new(
-            Template,
-            "template.server-date",
+            checks::TEMPLATE_SERVER_DATE,
             Severity::Info,
             format!(
                 "the server prints its own date in the prompt ({}): {} of {} probes were compared at the day it printed, {}, not the suite's ({pinned}); the date span is set aside",
@@ -122,7 +121,7 @@ fn server_render_errors(obs: &Observed, model: &str) -> Option<Finding> {
         _ => None,
     })?;
     Some(
-        Finding::new(Template, "template.server-render", Severity::Error, "the server's chat template fails on a conversation the model's own template renders: it serves another template")
+        Finding::new(checks::TEMPLATE_SERVER_RENDER, Severity::Error, "the server's chat template fails on a conversation the model's own template renders: it serves another template")
             .with("probe", failed.0)
             .with("server", format!("HTTP {}: {}", failed.1, super::show(&failed.2))),
     )
@@ -162,7 +161,7 @@ fn tokenize_failures(obs: &Observed) -> Option<Finding> {
         .collect();
     let (probe, error) = failed.first()?;
     Some(
-        Finding::new(Template, "template.server-ids", Severity::Warning, format!("the server's chat tokenize request failed on {} of {} probes: their prompt ids were not compared", failed.len(), obs.runs.len()))
+        Finding::new(checks::TEMPLATE_SERVER_IDS, Severity::Warning, format!("the server's chat tokenize request failed on {} of {} probes: their prompt ids were not compared", failed.len(), obs.runs.len()))
             .with("probe", probe)
             .with("error", error),
     )
@@ -171,7 +170,6 @@ fn tokenize_failures(obs: &Observed) -> Option<Finding> {
 /// usage.prompt_tokens against the local render's count (docs/design/METRICS.md: their difference is the
 /// template overhead, and a nonzero one is a template finding).
 fn prompt_tokens(obs: &Observed) -> Finding {
-    const ID: &str = "template.prompt-tokens";
     let mut compared = 0;
     for run in &obs.runs {
         let (Some(main), Some(mine)) = (run.main(), &run.local_ids) else {
@@ -183,15 +181,15 @@ fn prompt_tokens(obs: &Observed) -> Finding {
         compared += 1;
         if reported as usize != mine.len() {
             let overhead = reported as i64 - mine.len() as i64;
-            return Finding::new(Template, ID, Severity::Error, format!("the server's prompt has {reported} tokens, the local render {}: it renders or tokenizes the chat differently ({overhead:+} tokens)", mine.len()))
+            return Finding::new(checks::TEMPLATE_PROMPT_TOKENS, Severity::Error, format!("the server's prompt has {reported} tokens, the local render {}: it renders or tokenizes the chat differently ({overhead:+} tokens)", mine.len()))
                 .with("probe", &run.probe.id)
                 .with("hint", "the server has no tokenize endpoint to show its ids; compare its chat template (--chat-template, GGUF tokenizer.chat_template, chat_format) with the model's");
         }
     }
     if compared == 0 {
-        return Finding::new(Template, ID, Severity::Warning, "the server shows neither its prompt ids nor usage.prompt_tokens: its template cannot be checked online");
+        return Finding::new(checks::TEMPLATE_PROMPT_TOKENS, Severity::Warning, "the server shows neither its prompt ids nor usage.prompt_tokens: its template cannot be checked online");
     }
-    Finding::pass(Template, ID, format!("usage.prompt_tokens equals the local render's count on {compared} probe(s) (the server shows no ids)"))
+    Finding::pass(checks::TEMPLATE_PROMPT_TOKENS, format!("usage.prompt_tokens equals the local render's count on {compared} probe(s) (the server shows no ids)"))
 }
 
 #[cfg(test)]

@@ -5,10 +5,9 @@
 //! template's wrong prompt ids.
 use super::{Observed, Online};
 use crate::chain::probe::{corpus, PROBE_VERSION};
-use crate::chain::{Boundary::Tokenizer as Tok, Finding, Severity};
+use crate::chain::{Finding, Severity};
 use crate::endpoint::openai::{CallError, HttpTarget};
-
-const ID: &str = "tokenizer.server-tokenize";
+use crate::verdict::checks;
 /// Probe strings sent: enough to tell tokenizers apart, few enough to cost milliseconds.
 const STRINGS: usize = 24;
 
@@ -45,8 +44,7 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
     };
     if obs.text_ids.ids.is_empty() {
         return vec![Finding::new(
-            Tok,
-            ID,
+            checks::TOKENIZER_SERVER_TOKENIZE,
             Severity::Info,
             "the server has no text tokenize endpoint: its tokenizer shows only through its prompt ids and counts (template checks)",
         )];
@@ -73,8 +71,7 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
         };
         if !same(server, &mine) {
             return vec![Finding::new(
-                Tok,
-                ID,
+                checks::TOKENIZER_SERVER_TOKENIZE,
                 Severity::Error,
                 "the server tokenizes probe text differently from the model's tokenizer: it serves another tokenizer (or another version of it)",
             )
@@ -86,15 +83,13 @@ pub fn check(online: &Online, obs: &Observed) -> Vec<Finding> {
     }
     if compared == 0 {
         return vec![Finding::new(
-            Tok,
-            ID,
+            checks::TOKENIZER_SERVER_TOKENIZE,
             Severity::Warning,
             "the server's tokenize endpoint answered no probe string",
         )];
     }
     vec![Finding::pass(
-        Tok,
-        ID,
+        checks::TOKENIZER_SERVER_TOKENIZE,
         format!("the server tokenizes {compared} probe strings as the model's tokenizer does"),
     )]
 }

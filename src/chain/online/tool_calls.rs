@@ -15,8 +15,7 @@ use crate::chain::framing::{Call, Splitter};
 use crate::chain::{Boundary, Finding, Severity};
 use crate::exchange::Record;
 use crate::template::calls::ToolCall;
-
-const ID: &str = "server.tool-call-parse";
+use crate::verdict::checks;
 
 /// What one reply shows of the server's tool-call parser.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,22 +52,21 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
     if !framing.tools.offered {
         return Some(
             Finding::new(
-                Boundary::Template,
-                ID,
+                checks::SERVER_TOOL_CALL_PARSE,
                 broken,
                 format!(
                     "probe {} offers tools and the chat template never shows them to the model: no server parser can return a call it was not offered",
                     first.probe.id
                 ),
             )
+            .blaming(Boundary::Template)
             .with("layer", "the chat template (it does not render `tools`)")
             .with("fix", "serve with a template that renders the request's tools (the model's tool-use template), or do not rely on tool calls with this model"),
         );
     }
     let Some(call) = framing.tools.call.filter(Call::parseable) else {
         return Some(Finding::new(
-            Boundary::Server,
-            ID,
+            checks::SERVER_TOOL_CALL_PARSE,
             Severity::Info,
             "the template writes calls with the function's name outside their JSON (DeepSeek, harmony): chatgate does not read that framing yet, so the parse is not checked",
         ));
@@ -123,8 +121,7 @@ pub fn check(online: &Online, obs: &Observed) -> Option<Finding> {
     }
     Some(match parity {
         Some(why) if super::parity_may_replace(f.severity, broken) => Finding::new(
-            Boundary::Server,
-            ID,
+            checks::SERVER_TOOL_CALL_PARSE,
             broken,
             format!("the streamed tool-call deltas do not add up to the whole reply's calls ({why})"),
         )
@@ -158,8 +155,7 @@ fn refused(call: &Call, runs: &[&ProbeRun], severity: Severity) -> Option<Findin
     }
     Some(
         Finding::new(
-            Boundary::Server,
-            ID,
+            checks::SERVER_TOOL_CALL_PARSE,
             severity,
             format!(
                 "the server refuses every request that offers tools ({} of {}; {}): its tool-call parser is not enabled",
@@ -201,8 +197,7 @@ fn cut_inside_a_call(obs: &Observed, severity: Severity) -> Option<Finding> {
     };
     (*status >= 500).then(|| {
         Finding::new(
-            Boundary::Server,
-            ID,
+            checks::SERVER_TOOL_CALL_PARSE,
             severity,
             format!(
                 "the server fails with HTTP {status} when the token budget cuts a reply inside a tool call (probe {probe}, max_tokens {}): {}",
@@ -302,7 +297,7 @@ fn finding(call: &Call, seen: &[(String, Parse)], broken_severity: Severity) -> 
         )
     });
     let error = |message: String, layer: &str, fix: String| {
-        Finding::new(Boundary::Server, ID, broken_severity, message)
+        Finding::new(checks::SERVER_TOOL_CALL_PARSE, broken_severity, message)
             .with("layer", layer)
             .with("fix", fix)
     };
@@ -323,15 +318,13 @@ fn finding(call: &Call, seen: &[(String, Parse)], broken_severity: Severity) -> 
             format!("{}; a parser that keeps only the first call collapses parallel calls", fix(call)),
         ),
         _ if parsed == 0 => Finding::new(
-            Boundary::Server,
-            ID,
+            checks::SERVER_TOOL_CALL_PARSE,
             Severity::Warning,
             "no reply to a probe with tools holds a call: the model did not call (the model layer, not the parser), so the parse is not tested",
         )
         .with("fix", "add a probe the reference model answers with a call (the checks then test the server's parser on it)"),
         _ => Finding::pass(
-            Boundary::Server,
-            ID,
+            checks::SERVER_TOOL_CALL_PARSE,
             format!(
                 "the tool calls the model writes come back in `tool_calls` with JSON arguments, streamed and not{}",
                 parallel_kept(seen)

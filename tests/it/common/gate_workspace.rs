@@ -142,7 +142,7 @@ pub fn message_of<'a>(r: &'a GateReport, check: &str) -> &'a str {
     r.findings
         .0
         .iter()
-        .find(|f| f.check == check)
+        .find(|f| f.check.id == check)
         .map(|f| f.message.as_str())
         .unwrap_or_else(|| panic!("no {check} finding"))
 }
