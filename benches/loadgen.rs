@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use axum::response::sse::{Event, Sse};
 use axum::routing::post;
 use axum::Router;
+use chatgate::exchange::{OutputEvent, OutputKind, Record, Usage};
 use chatgate::latency::{
     compare, open_loop, Arrival, CompareOptions, Outcome, RequestMetrics, RunSummary, Schedule,
     Summary,
 };
-use chatgate::replay::{OutputEvent, OutputKind, Record, Usage};
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
 use futures_util::StreamExt;
 

@@ -123,14 +123,14 @@ pub fn init(o: &Options) -> Result<Written> {
     } else {
         Stack::LlamaCpp
     };
-    let mut pipeline = crate::chain::model_pipeline(&model, sft_stack)?.ok_or_else(|| {
+    let mut pipeline = crate::chain::run::context::model_pipeline(&model, sft_stack)?.ok_or_else(|| {
         Error::in_file(&o.model, "has no tokenizer and chat template to render a chat with")
             .hint("a chat model directory ships tokenizer.json and a chat template (chat_template.jinja or tokenizer_config.json)")
     })?;
     // A template that prints the date renders today's: the rows are made at today, and the
     // suite pins today so that they (and the snapshots) still hold tomorrow.
     pipeline.now = Some(crate::clock::now().date().and_time(chrono::NaiveTime::MIN));
-    let dates = crate::chain::dates::TemplateDates::of(&pipeline);
+    let dates = crate::chain::run::dates::TemplateDates::of(&pipeline);
     let pin = dates
         .prints_date()
         .then(|| (pipeline.now, dates.describe()));
@@ -165,8 +165,8 @@ pub fn init(o: &Options) -> Result<Written> {
 
     // The lock pins what the suite serves now.
     let loaded = crate::suite::Suite::load(suite)?;
-    let template = crate::chain::serving_template(&loaded, &model)?;
-    crate::chain::lock::Lock::of(&model, template.as_ref())?.write(&lock_path)?;
+    let template = crate::chain::run::context::serving_template(&loaded, &model)?;
+    crate::chain::run::lock::Lock::of(&model, template.as_ref())?.write(&lock_path)?;
     Ok(Written {
         suite: suite.clone(),
         prompts: prompts_path,
@@ -180,7 +180,7 @@ pub fn init(o: &Options) -> Result<Written> {
 }
 
 /// The template renders a system message's content (it neither raises nor drops it).
-fn takes_system(p: &crate::chain::Pipeline) -> bool {
+fn takes_system(p: &crate::chain::run::context::Pipeline) -> bool {
     let marker = "chatgate-system-marker";
     let msgs = [
         json!({"role": "system", "content": marker}),
@@ -193,7 +193,7 @@ fn takes_system(p: &crate::chain::Pipeline) -> bool {
 /// The golden rows, where they came from, and replay prompts taken from them.
 fn sft_rows(
     o: &Options,
-    p: &crate::chain::Pipeline,
+    p: &crate::chain::run::context::Pipeline,
     system: bool,
     notes: &mut Vec<String>,
 ) -> Result<(Vec<Value>, String, Vec<Value>)> {
@@ -267,7 +267,7 @@ fn sft_rows(
 }
 
 fn render_row(
-    p: &crate::chain::Pipeline,
+    p: &crate::chain::run::context::Pipeline,
     id: &str,
     messages: &Value,
     tools: Option<&[Value]>,

@@ -1,27 +1,18 @@
-//! The offline chain: one module per boundary, run in chain order
-//! (checkpoint → tokenizer → chat template → generation config).
-pub mod checkpoint;
-pub mod client;
-pub mod client_fields;
-pub mod client_sse;
-pub mod dates;
-pub mod framing;
-pub mod diff;
-pub mod generation;
-pub mod gguf;
-pub mod harmony;
-pub mod lock;
-pub mod online;
-pub mod policy;
-pub mod probe;
-pub mod recording;
-pub mod rows;
-pub mod sft_stream;
-pub mod shapes;
-pub mod template;
-pub mod tokenizer;
-pub mod tokens;
-pub use crate::verdict::{Boundary, Finding, Findings, Severity};
+//! The judges of the chain, one folder per boundary, in chain order:
+//! checkpoint → tokenizer → chat template → generation config → server API → client, then the
+//! replay and latency stages. Each boundary's folder holds its offline checks (`mod.rs`) and
+//! what it sees of a running server (`online.rs`, or the folder itself for the server).
+//!
+//! `run/` is what every boundary reads (the suite's context, the probe pass against a server,
+//! the policy) and the two drivers that call the boundaries in order (`run::offline`,
+//! `run::online`). Imports point down the chain: `run`'s shared modules below every boundary, a
+//! boundary may read an earlier boundary (the template's framing, for the server's parsers),
+//! and only the drivers name them all (`tests/it/architecture.rs` keeps it so).
+pub mod run;
 
-mod context;
-pub use context::*;
+pub mod checkpoint;
+pub mod tokenizer;
+pub mod template;
+pub mod generation;
+pub mod server;
+pub mod client;

@@ -15,8 +15,9 @@ use crate::gate::{latency, progress::Progress};
 use crate::latency::client::ClientHealth;
 use crate::latency::{Arrival, RunSummary, Schedule, PERCENTILE_METHOD};
 use crate::replay::prompts;
-use crate::report::{self, LatencyRow};
+use crate::report;
 use crate::suite::Suite;
+use crate::verdict::LatencyRow;
 
 #[derive(Clone, Copy, Debug, Default, ValueEnum, PartialEq, Eq)]
 pub enum Mode {
@@ -162,7 +163,7 @@ async fn bench(a: BenchArgs) -> Result<i32> {
             let failed = m
                 .findings
                 .iter()
-                .any(|f| f.severity == crate::chain::Severity::Error);
+                .any(|f| f.severity == crate::verdict::Severity::Error);
             let doc = json!({"mode": "smoke", "target": spec.display(), "findings": m.findings, "totals": m.totals, "latency": m.rows, "percentiles": PERCENTILE_METHOD, "definitions": crate::latency::definitions()});
             emit(
                 a.format,
@@ -180,7 +181,7 @@ async fn bench(a: BenchArgs) -> Result<i32> {
             for f in m
                 .findings
                 .iter()
-                .filter(|f| f.severity >= crate::chain::Severity::Warning)
+                .filter(|f| f.severity >= crate::verdict::Severity::Warning)
             {
                 eprintln!(
                     "{} {}: {}",

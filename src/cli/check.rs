@@ -3,8 +3,9 @@ use serde_json::json;
 
 use super::{CheckArgs, Format, LockArgs};
 use crate::artifacts::ModelDir;
-use crate::chain::recording::{self, Recording};
-use crate::chain::{self, lock::Lock, Context};
+use crate::chain::run::context::Context;
+use crate::chain::run::lock::Lock;
+use crate::chain::run::recording::{self, Recording};
 use crate::error::Result;
 use crate::report;
 use crate::suite::Suite;
@@ -12,7 +13,7 @@ use crate::suite::Suite;
 pub fn run_check(a: CheckArgs) -> Result<i32> {
     let suite = Suite::load(&a.suite)?;
     let ctx = Context::load(suite)?;
-    let findings = chain::run_offline(&ctx, true)?;
+    let findings = crate::chain::run::offline::run_offline(&ctx, true)?;
     match a.format {
         Format::Json => {
             let subject = json!({"suite": ctx.suite.name, "suite_file": ctx.suite.path, "model_dir": ctx.model.root});
@@ -39,7 +40,7 @@ pub fn run_check(a: CheckArgs) -> Result<i32> {
 pub fn run_lock(a: LockArgs) -> Result<i32> {
     let suite = Suite::load(&a.suite)?;
     let model = ModelDir::open(&suite.model_dir)?;
-    let template = chain::serving_template(&suite, &model)?;
+    let template = crate::chain::run::context::serving_template(&suite, &model)?;
     let new = Lock::of(&model, template.as_ref())?;
     let path = &suite.lock_path;
     match Lock::read(path)? {
@@ -51,7 +52,7 @@ pub fn run_lock(a: LockArgs) -> Result<i32> {
             return Ok(0);
         }
         Some(old) => {
-            let changes = chain::lock::diff(&old, &new);
+            let changes = crate::chain::run::lock::diff(&old, &new);
             println!(
                 "{}: the suite now serves something else than the lock says:",
                 path.display()
@@ -70,7 +71,7 @@ pub fn run_lock(a: LockArgs) -> Result<i32> {
     println!(
         "{}: written (weights {}, {} file(s))",
         path.display(),
-        chain::lock::short(&new.weights.total),
+        crate::chain::run::lock::short(&new.weights.total),
         new.weights.files.len()
     );
     if a.fingerprint {

@@ -9,7 +9,8 @@ use super::ReportFormat;
 use crate::error::Result;
 use crate::gate::shard::Shard;
 use crate::gate::{self, GateOptions};
-use crate::report::{self, GateReport};
+use crate::report;
+use crate::verdict::GateReport;
 
 #[derive(Args)]
 pub struct GateArgs {

@@ -7,9 +7,9 @@ use clap::Args;
 use super::Format;
 use crate::error::{Error, Result};
 use crate::history::{self, store, trend, Record, RunFacts};
-use crate::report::{GateReport, LatencyRow};
 use crate::suite::Suite;
 use crate::verdict::Finding;
+use crate::verdict::{GateReport, LatencyRow};
 
 #[derive(Args)]
 pub struct HistoryArgs {

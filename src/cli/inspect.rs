@@ -3,10 +3,11 @@ use serde_json::{json, Value};
 
 use super::{Format, InspectArgs};
 use crate::artifacts::ModelDir;
-use crate::chain::{self, Findings};
+use crate::chain;
 use crate::error::Result;
 use crate::report;
 use crate::template::ChatTemplate;
+use crate::verdict::Findings;
 
 pub fn run(a: InspectArgs) -> Result<i32> {
     let model = ModelDir::open(&a.dir)?;
@@ -58,8 +59,8 @@ fn describe(model: &ModelDir) -> Result<Value> {
                 })
                 .collect();
             json!({
-                "path": t.path, "sha256": t.sha256, "fingerprint": chain::tokenizer::fingerprint(&t.tokenizer)?,
-                "probe_version": chain::probe::PROBE_VERSION, "vocab_size": t.vocab_size, "model_type": t.model_type,
+                "path": t.path, "sha256": t.sha256, "fingerprint": crate::chain::run::probe::fingerprint(&t.tokenizer)?,
+                "probe_version": crate::chain::run::probe::PROBE_VERSION, "vocab_size": t.vocab_size, "model_type": t.model_type,
                 "pre_tokenizer": t.pre_tokenizer, "special_tokens": specials,
                 "added_tokens": t.added_tokens.iter().filter(|a| a.special).map(|a| json!({"id": a.id, "content": a.content})).collect::<Vec<_>>(),
             })
@@ -73,7 +74,7 @@ fn describe(model: &ModelDir) -> Result<Value> {
         .iter()
         .map(|t| {
             let caps = ChatTemplate::new(&t.text).map(|c| serde_json::to_value(c.capabilities(&special)).unwrap_or(Value::Null)).unwrap_or_else(|e| json!({"error": e.to_string()}));
-            json!({"name": t.name, "origin": t.origin, "sha256": chain::template::template_sha256(&t.text), "capabilities": caps})
+            json!({"name": t.name, "origin": t.origin, "sha256": crate::chain::run::lock::template_sha256(&t.text), "capabilities": caps})
         })
         .collect();
     let gguf = model.gguf.as_ref().map(|g| {

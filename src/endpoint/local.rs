@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::candle::CandleModel;
 use super::{FinishReason, GenerateRequest, SamplingParams, Scored};
 use crate::error::{Error, Result};
-use crate::replay::{
+use crate::exchange::{
     ChatRequest, OutputEvent, OutputKind, Record, TokenLogprob, TopLogprob, Usage,
 };
 

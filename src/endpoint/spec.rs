@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::local::CandleTarget;
 use super::openai::{CallError, HttpOptions, HttpTarget};
 use crate::error::{Error, Result};
-use crate::replay::{ChatRequest, Record};
+use crate::exchange::{ChatRequest, Record};
 use crate::suite::Suite;
 
 /// A parsed `--target` / `[target] url`.

@@ -9,8 +9,8 @@
 use chrono::{NaiveDate, NaiveDateTime};
 use serde_json::{json, Map};
 
-use crate::chain::dates::TemplateDates;
-use crate::chain::{Context, StackOrigin};
+use crate::chain::run::context::{Context, StackOrigin};
+use crate::chain::run::dates::TemplateDates;
 use crate::endpoint::spec::Target;
 use crate::stack::Stack;
 
@@ -118,8 +118,8 @@ impl DatePlan {
         match &self.day {
             TargetDay::NoDate => None,
             TargetDay::Pinned(t) => Some(crate::clock::show_pin(t)),
-            TargetDay::Own(Some(d)) => Some(crate::chain::dates::iso(*d)),
-            TargetDay::Own(None) => Some(crate::chain::dates::iso(crate::clock::now().date())),
+            TargetDay::Own(Some(d)) => Some(crate::chain::run::dates::iso(*d)),
+            TargetDay::Own(None) => Some(crate::chain::run::dates::iso(crate::clock::now().date())),
         }
     }
 
@@ -133,7 +133,7 @@ impl DatePlan {
             TargetDay::Own(Some(d)) if *d == day => None,
             TargetDay::Own(Some(d)) => Some(format!(
                 "the server prints {} in the prompt ({}), the snapshot was made on {recorded}",
-                crate::chain::dates::iso(*d),
+                crate::chain::run::dates::iso(*d),
                 self.what
             )),
             TargetDay::Own(None) if crate::clock::is_today_everywhere(day) => None,

@@ -5,12 +5,12 @@
 //! the same temperature-0 request — and keeps the prompt ids, the greedy reply and each
 //! position's top-k.
 use crate::artifacts::ModelDir;
-use crate::chain::lock::Lock;
-use crate::chain::online::Probe;
-use crate::chain::recording::{
+use crate::chain::run::context::Context;
+use crate::chain::run::lock::Lock;
+use crate::chain::run::probes::Probe;
+use crate::chain::run::recording::{
     messages_sha256, ComputedBy, RecordedProbe, Recording, RECORDING_VERSION,
 };
-use crate::chain::Context;
 use crate::endpoint::candle::memory;
 use crate::endpoint::local::CandleTarget;
 use crate::endpoint::reference::{ReferenceServer, ServerSpec};
@@ -167,7 +167,7 @@ async fn record_from_server(suite: &Suite, lock: &Lock, spec: &ServerSpec) -> Re
 /// another vocabulary. Checked on a fixed text where the server can tokenize.
 async fn check_same_tokenizer(
     server: &ReferenceServer,
-    serving: &crate::chain::Pipeline,
+    serving: &crate::chain::run::context::Pipeline,
     suite_path: &std::path::Path,
 ) -> Result<()> {
     let text = "The quick brown fox: 1234, ünïcödé, <tags>\n\tand spaces.";
@@ -212,7 +212,7 @@ fn shown_reference(suite: &Suite) -> String {
 async fn record_probe(
     reference: &CandleTarget,
     probe: &Probe,
-    settings: &crate::chain::online::ProbeSettings,
+    settings: &crate::chain::run::probes::ProbeSettings,
 ) -> Result<RecordedProbe> {
     let req = settings.request(probe, settings.seed, false);
     let reply = reference.chat(&req).await?;

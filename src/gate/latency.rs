@@ -8,19 +8,20 @@ use std::time::Instant;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use crate::chain::{Finding, Severity};
 use crate::endpoint::openai::CallError;
 use crate::endpoint::spec::{Target, TargetSpec};
 use crate::error::Result;
+use crate::exchange::Record;
 use crate::latency::client::{ClientHealth, Watch};
 use crate::latency::{
     closed_loop, compare_baseline, latency_row, scenario_samples, Baseline, CompareOptions,
     Environment, Metric, RequestMetrics, RunSummary, Sample, Scenarios, Settings, Status,
     WallClock,
 };
-use crate::replay::{Prompt, Record};
-use crate::report::{LatencyRow, LatencyTotals};
+use crate::replay::Prompt;
 use crate::suite::{LatencySection, Suite};
+use crate::verdict::{Finding, Severity};
+use crate::verdict::{LatencyRow, LatencyTotals};
 
 use super::progress::Progress;
 use super::shard::Shard;

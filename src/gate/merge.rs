@@ -17,12 +17,12 @@ use sha2::{Digest, Sha256};
 
 use super::latency::{self, LatencyData};
 use super::shard::Shard;
-use crate::chain::{Finding, Findings};
 use crate::error::{Error, Result};
 use crate::latency::client::ClientHealth;
 use crate::latency::{Sample, Schedule};
-use crate::report::{GateReport, PromptResult};
 use crate::suite::Suite;
+use crate::verdict::{Finding, Findings};
+use crate::verdict::{GateReport, PromptResult};
 
 /// The part file's format; a merge refuses parts of another.
 pub const PART_FORMAT: &str = "chatgate-gate-part/1";
@@ -150,7 +150,7 @@ pub fn merge(paths: &[PathBuf], suite: Option<&Path>) -> Result<GateReport> {
         report.latency = measured.rows;
         report.latency_totals = Some(measured.totals);
     }
-    crate::chain::policy::apply_policy(&mut findings, &suite.file.server);
+    crate::chain::run::policy::apply_policy(&mut findings, &suite.file.server);
     let mut all = Findings(findings);
     let code = if stopped {
         3

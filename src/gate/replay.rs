@@ -4,14 +4,14 @@
 use crate::verdict::checks;
 use std::collections::BTreeMap;
 
-use crate::chain::online::Determinism;
-use crate::chain::{Finding, Severity};
+use crate::chain::run::probes::Determinism;
 use crate::endpoint::spec::{Target, TargetSpec};
 use crate::error::Result;
 use crate::replay::Prompt;
-use crate::report::{PromptResult, PromptStatus};
 use crate::snapshot::{self, SnapshotBody, SnapshotFile, SnapshotHeader, Store};
 use crate::suite::Suite;
+use crate::verdict::{Finding, Severity};
+use crate::verdict::{PromptResult, PromptStatus};
 
 use super::progress::Progress;
 use super::shard::Shard;
@@ -60,7 +60,7 @@ pub async fn run(
     for &prompt in &prompts {
         progress.step(&prompt.id);
         let class = determinism.get(&prompt.id).map(|d| d.name().to_string());
-        let file_for = |rec: &crate::replay::Record| {
+        let file_for = |rec: &crate::exchange::Record| {
             let mut header = SnapshotHeader::for_prompt(
                 &source,
                 &suite.name,
@@ -74,7 +74,7 @@ pub async fn run(
                 body: body_of(prompt, rec),
             }
         };
-        let unchanged = |rec: &crate::replay::Record| unchanged(&store, prompt, &file_for(rec));
+        let unchanged = |rec: &crate::exchange::Record| unchanged(&store, prompt, &file_for(rec));
         let rec = match reply(target, prompt, update, unchanged).await {
             Ok(r) => r,
             Err(e) => {
@@ -115,8 +115,8 @@ async fn reply(
     target: &Target,
     prompt: &Prompt,
     update: bool,
-    unchanged: impl Fn(&crate::replay::Record) -> bool,
-) -> std::result::Result<crate::replay::Record, crate::endpoint::openai::CallError> {
+    unchanged: impl Fn(&crate::exchange::Record) -> bool,
+) -> std::result::Result<crate::exchange::Record, crate::endpoint::openai::CallError> {
     let lazy = !update && target.http().is_some() && !prompt.compare.reads_ids();
     if !lazy {
         return target.chat(&prompt.request()).await;
@@ -141,7 +141,7 @@ fn unchanged(store: &Store, prompt: &Prompt, new: &SnapshotFile) -> bool {
 /// The snapshot body of a reply. After a stop string cuts a reply, which generated ids a server
 /// still reports is its own choice (candle keeps the ids that formed the stop string, llama.cpp
 /// drops them): such a prompt is compared on its text, not its ids.
-fn body_of(prompt: &Prompt, rec: &crate::replay::Record) -> SnapshotBody {
+fn body_of(prompt: &Prompt, rec: &crate::exchange::Record) -> SnapshotBody {
     let mut body = SnapshotBody::from_record(rec, SNAPSHOT_LOGPROB_TOKENS);
     if !prompt.settings.stop.is_empty() {
         body.token_ids = None;
@@ -401,8 +401,11 @@ pub fn orphans(store: &Store, known: &[String]) -> Result<Option<Finding>> {
 /// hash when there is a lock (`tiny-chat@d634ad7dace0`).
 fn model_identity(suite: &Suite) -> String {
     let name = crate::endpoint::spec::model_name(suite);
-    match crate::chain::lock::Lock::read(&suite.lock_path) {
-        Ok(Some(l)) => format!("{name}@{}", crate::chain::lock::short(&l.weights.total)),
+    match crate::chain::run::lock::Lock::read(&suite.lock_path) {
+        Ok(Some(l)) => format!(
+            "{name}@{}",
+            crate::chain::run::lock::short(&l.weights.total)
+        ),
         _ => name,
     }
 }

@@ -8,17 +8,18 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::chain::online::{Online, Probe, ProbeSettings, Reference};
-use crate::chain::recording;
-use crate::chain::{self, Context, Finding, Findings, Severity};
+use crate::chain::run::context::Context;
+use crate::chain::run::probes::{Online, Probe, ProbeSettings, Reference};
+use crate::chain::run::recording;
 use crate::endpoint::candle::memory;
 use crate::endpoint::local::CandleTarget;
 use crate::endpoint::reference::{ReferenceServer, ServerSpec};
 use crate::endpoint::spec::{self, Target, TargetSpec};
 use crate::error::{Error, ErrorKind, Result};
 use crate::replay::prompts::{self, Prompt};
-use crate::report::GateReport;
 use crate::suite::Suite;
+use crate::verdict::GateReport;
+use crate::verdict::{Finding, Findings, Severity};
 
 /// What `chatgate gate` was asked to do.
 #[derive(Debug, Clone, Default)]
@@ -191,7 +192,7 @@ async fn stages(
     if let Some(stack) = opts.stack {
         suite.file.target.get_or_insert_with(Default::default).stack = Some(stack);
     }
-    chain::client_sse::must_survive(&suite)?;
+    crate::chain::client::sse::must_survive(&suite)?;
     let spec = spec::resolve(opts.target.as_deref(), &suite)?;
     let under_test = model_under_test(&mut suite, &spec);
     let prompts = load_prompts(&suite)?;
@@ -291,7 +292,7 @@ async fn stages(
         }
     }
     progress.finish();
-    chain::policy::apply_policy(&mut findings.0, &suite.file.server);
+    crate::chain::run::policy::apply_policy(&mut findings.0, &suite.file.server);
     let code = if findings.has_errors() { 1 } else { 0 };
     Ok(finish(report, findings, started, code))
 }
@@ -301,7 +302,7 @@ pub(super) enum Chains {
     /// the server was seen rendering (a template that prints the date).
     Ran(
         Vec<Finding>,
-        BTreeMap<String, chain::online::Determinism>,
+        BTreeMap<String, crate::chain::run::probes::Determinism>,
         Option<chrono::NaiveDate>,
     ),
     /// The target stopped answering: these findings end the report (exit 3).
@@ -336,7 +337,7 @@ pub(super) async fn chains(
     clock: &mut progress::PhaseClock,
 ) -> Result<Chains> {
     clock.start("offline chain");
-    let mut findings = chain::run_offline(ctx, progress.enabled())?.0;
+    let mut findings = crate::chain::run::offline::run_offline(ctx, progress.enabled())?.0;
     let chosen = prompts.map(|p| p.chosen.as_slice());
     clock.start("online chain");
     match online(ctx, target, reference, chosen, local_now, progress).await {
@@ -543,7 +544,7 @@ pub(super) async fn online(
     prompts: Option<&[Prompt]>,
     local_now: Option<chrono::NaiveDateTime>,
     progress: &progress::Progress,
-) -> Result<chain::online::OnlineResult> {
+) -> Result<crate::chain::run::probes::OnlineResult> {
     let Some(http) = target.http() else {
         let mut findings = vec![Finding::new(
             checks::SERVER_TARGET,
@@ -557,7 +558,7 @@ pub(super) async fn online(
                 "[client] command runs only against a server: point --target at one to probe the client",
             ));
         }
-        return Ok(chain::online::OnlineResult {
+        return Ok(crate::chain::run::probes::OnlineResult {
             findings,
             determinism: Default::default(),
             server_day: None,
@@ -580,11 +581,11 @@ pub(super) async fn online(
         settings: probe_settings(ctx),
         local_now,
     };
-    let mut result = online.run(&probes).await?;
+    let mut result = crate::chain::run::online::run(&online, &probes).await?;
     // What the recorded client sends, against what the server was just seen to do with it.
     if let Some(path) = &ctx.suite.client_recording {
-        let sent = chain::client_fields::sent(&crate::proxy::read_recording(path)?);
-        let judged = chain::client_fields::judge(&sent, &result.findings);
+        let sent = crate::chain::client::fields::sent(&crate::proxy::read_recording(path)?);
+        let judged = crate::chain::client::fields::judge(&sent, &result.findings);
         result.findings.extend(judged);
     }
     // The client boundary last: the suite's own client through each SSE variant.
@@ -592,7 +593,7 @@ pub(super) async fn online(
         progress.stage("client: SSE variants", 0);
         result
             .findings
-            .extend(chain::client_sse::check(&ctx.suite, http.base_url()).await);
+            .extend(crate::chain::client::sse::check(&ctx.suite, http.base_url()).await);
     }
     Ok(result)
 }

@@ -17,7 +17,7 @@ pub use record::{Identities, Record, RunFacts};
 /// What was under test: the lock's pins (read from the lock file the gate checked against, not
 /// hashed again) and, for a server, the model it listed and its `system_fingerprint`.
 pub fn identities(suite: &Suite, target: &str, findings: &[Finding]) -> Identities {
-    let lock = crate::chain::lock::Lock::read(&suite.lock_path)
+    let lock = crate::chain::run::lock::Lock::read(&suite.lock_path)
         .ok()
         .flatten();
     let is_server = target.starts_with("http://") || target.starts_with("https://");

@@ -23,7 +23,7 @@ use super::metrics::{Metric, RequestMetrics};
 use super::sample::{Sample, WallClock};
 use super::schedule::Schedule;
 use super::stats::Summary;
-use crate::replay::Record;
+use crate::exchange::Record;
 use crate::suite::MetricMs;
 use crate::verdict::LatencyTotals;
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::replay::{OutputKind, Record};
+use crate::exchange::{OutputKind, Record};
 
 /// The metrics a run reports and a baseline may hold, with their report names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -2,8 +2,4 @@
 //! snapshots.
 pub mod prompts;
 
-pub use crate::exchange::{
-    ChatRequest, OutputEvent, OutputKind, Record, StreamTrace, Timing, TokenLogprob, TopLogprob,
-    Usage,
-};
 pub use prompts::{Prompt, PromptSettings};

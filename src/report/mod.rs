@@ -1,6 +1,7 @@
 //! Renderers for findings: a terminal report (colour only on a TTY) and JSON for machines.
 //! Both lead with the verdict and the first broken boundary.
 use crate::verdict::Outcome;
+use crate::verdict::{GateReport, LatencyRow, PromptStatus};
 use std::io::IsTerminal;
 
 use serde_json::{json, Value};
@@ -14,9 +15,6 @@ pub mod markdown;
 pub mod sarif;
 pub mod summary;
 
-pub use crate::verdict::report::{
-    GateReport, LatencyRow, LatencyTotals, PromptResult, PromptStatus,
-};
 /// Colour when stdout is a terminal and NO_COLOR is unset (https://no-color.org).
 pub fn use_colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()

@@ -13,7 +13,8 @@ use serde_json::Value;
 use super::yaml;
 use super::Comparator;
 use crate::error::{Error, Result};
-use crate::replay::{Prompt, PromptSettings, Record};
+use crate::exchange::Record;
+use crate::replay::{Prompt, PromptSettings};
 
 /// Logprobs are stored with this many decimals: enough to tell a near-tie (numeric drift)
 /// from a clear preference, few enough that reruns on the same kernels produce the same file.
@@ -553,7 +554,7 @@ fn header_from_yaml(yaml: Value) -> std::result::Result<SnapshotHeader, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::{TokenLogprob, TopLogprob};
+    use crate::exchange::{TokenLogprob, TopLogprob};
     use serde_json::json;
 
     /// A call's arguments are kept as JSON: the same arguments spaced or ordered otherwise

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use chatgate::proxy::{self, ProxyOptions};
-use chatgate::report::GateReport;
 use chatgate::serve::Fault;
+use chatgate::verdict::GateReport;
 use gate_workspace::{
     copy_dir, errors, gate, serve_model, serve_tiny_chat, single_threaded, Workspace, REPO,
 };
@@ -311,7 +311,7 @@ async fn serve_rows(rows: &mut Vec<Row>) {
 fn latency_not_judged(r: &GateReport, check: &str) -> bool {
     r.findings.0.iter().any(|f| {
         f.check.id == check
-            && f.severity == chatgate::chain::Severity::Warning
+            && f.severity == chatgate::verdict::Severity::Warning
             && f.message.contains("not judged")
     })
 }
@@ -1090,7 +1090,7 @@ mod real_shape {
             f.evidence.get("agreement")
         );
         assert!(
-            f.severity != chatgate::chain::Severity::Error && r.exit_code.code() == 0,
+            f.severity != chatgate::verdict::Severity::Error && r.exit_code.code() == 0,
             "{}: the healthy server: {} {:?}",
             kind.shown(),
             f.message,

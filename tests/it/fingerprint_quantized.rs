@@ -15,9 +15,9 @@ use crate::common::cli::chatgate_in;
 use crate::common::gate_workspace::{
     errors, gate, serve_tiny_chat, serve_tiny_chat_with, Workspace, REPO,
 };
-use chatgate::chain::{Finding, Severity};
-use chatgate::report::GateReport;
 use chatgate::serve::{Fault, RunningServer};
+use chatgate::verdict::GateReport;
+use chatgate::verdict::{Finding, Severity};
 
 /// `src` quantized to `dtype` by chatgate's own requantizer (llama.cpp's block layouts).
 fn requantize(src: &Path, dst: &Path, dtype: GgmlDType) {

@@ -10,11 +10,14 @@ use serde_json::Value;
 
 use crate::common::cli::chatgate_in;
 use crate::common::gate_workspace::{errors, gate, serve_tiny_chat, Workspace};
-use chatgate::chain::Severity;
 use chatgate::gate::GateOptions;
 use chatgate::serve::Fault;
+use chatgate::verdict::Severity;
 
-fn finding<'a>(r: &'a chatgate::report::GateReport, check: &str) -> &'a chatgate::chain::Finding {
+fn finding<'a>(
+    r: &'a chatgate::verdict::GateReport,
+    check: &str,
+) -> &'a chatgate::verdict::Finding {
     r.findings
         .0
         .iter()

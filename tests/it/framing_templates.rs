@@ -4,7 +4,7 @@
 //! think block, not off chatgate's output).
 use std::path::Path;
 
-use chatgate::chain::framing::{derive, Framing};
+use chatgate::template::framing::{derive, Framing};
 use chatgate::template::{ChatTemplate, SpecialTokens};
 use serde_json::json;
 

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use chatgate::report::{GateReport, PromptStatus};
+use chatgate::verdict::{GateReport, PromptStatus};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::gate_workspace;
@@ -284,9 +284,11 @@ async fn broken_streams_are_findings() {
         r.exit_code
     );
     assert!(
-        r.findings.0.iter().any(
-            |f| f.boundary.name() == "server" && f.severity == chatgate::chain::Severity::Error
-        ),
+        r.findings
+            .0
+            .iter()
+            .any(|f| f.boundary.name() == "server"
+                && f.severity == chatgate::verdict::Severity::Error),
         "{}",
         errors(&r).join("\n")
     );

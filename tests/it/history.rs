@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use chatgate::history::{Identities, Record, RunFacts};
-use chatgate::report::LatencyRow;
+use chatgate::verdict::LatencyRow;
 use chatgate::verdict::{checks, Finding, Severity};
 use serde_json::Value;
 

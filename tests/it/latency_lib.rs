@@ -4,12 +4,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use chatgate::exchange::{OutputEvent, OutputKind, Record, Usage};
 use chatgate::latency::{
     closed_loop, compare, compare_baseline, definitions, latency_row, open_loop, scenario_samples,
     Arrival, Baseline, CompareOptions, Environment, ItlBasis, Metric, NOutSource, RequestMetrics,
     RunSummary, Schedule, Settings, Slo, Status, Summary,
 };
-use chatgate::replay::{OutputEvent, OutputKind, Record, Usage};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};

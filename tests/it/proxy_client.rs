@@ -6,9 +6,10 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use chatgate::chain::{self, Severity};
+use chatgate::chain;
 use chatgate::proxy::{self, HostileSse, ProxyOptions, RunningProxy};
 use chatgate::serve::{self, RunningServer, ServeOptions};
+use chatgate::verdict::Severity;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
@@ -412,9 +413,9 @@ forbidden = ["logit_bias"]
     suite
 }
 
-fn client_findings(suite: &Path) -> Vec<chain::Finding> {
+fn client_findings(suite: &Path) -> Vec<chatgate::verdict::Finding> {
     let suite = chatgate::suite::Suite::load(suite).expect("the suite loads");
-    let ctx = chain::Context::load(suite).expect("the context loads");
+    let ctx = chatgate::chain::run::context::Context::load(suite).expect("the context loads");
     chain::client::check(&ctx).expect("the recording reads")
 }
 
@@ -518,7 +519,7 @@ fn a_malformed_recording_is_bad_input_naming_file_and_line() {
     let rec = dir.path().join("broken.jsonl");
     std::fs::write(&rec, "\n{\"not\": \"an exchange\"}\n").unwrap();
     let suite = chatgate::suite::Suite::load(&write_suite(dir.path(), &rec)).unwrap();
-    let ctx = chain::Context::load(suite).unwrap();
+    let ctx = chatgate::chain::run::context::Context::load(suite).unwrap();
     let err = chain::client::check(&ctx).unwrap_err();
     assert_eq!(err.exit_code(), 2);
     let msg = err.to_string();

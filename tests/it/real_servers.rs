@@ -9,9 +9,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use chatgate::chain::Severity;
 use chatgate::gate::{self, GateOptions};
-use chatgate::report::{GateReport, PromptStatus};
+use chatgate::verdict::Severity;
+use chatgate::verdict::{GateReport, PromptStatus};
 use llama_server::REPO;
 
 fn severity_of(r: &GateReport, check: &str) -> Option<Severity> {

@@ -3,11 +3,10 @@
 //! prompt with a diff, and latency rows with samples.
 //!
 //! Set `CHATGATE_DUMP_REPORTS=/some/dir` to also write the rendered files there for a look.
-use chatgate::chain::{Finding, Findings, Severity};
-use chatgate::report::{
-    html, junit, markdown, GateReport, LatencyRow, LatencyTotals, PromptResult, PromptStatus,
-};
+use chatgate::report::{html, junit, markdown};
 use chatgate::verdict::checks;
+use chatgate::verdict::{Finding, Findings, Severity};
+use chatgate::verdict::{GateReport, LatencyRow, LatencyTotals, PromptResult, PromptStatus};
 use proptest::prelude::*;
 use quick_junit::{NonSuccessKind, Report, TestCaseStatus, TestSuite};
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
 
 use assert_cmd::Command;
-use chatgate::replay::{Record, TokenLogprob, TopLogprob};
+use chatgate::exchange::{Record, TokenLogprob, TopLogprob};
 use chatgate::snapshot::{
     Comparator, DivergenceClass, SnapshotBody, SnapshotFile, SnapshotHeader, SnapshotInfo,
     SnapshotSettings, Store,

@@ -219,11 +219,12 @@ fn every_family_builds_runs_and_talks() {
 
 /// Probe strings, chat markup of every family, and the stand-in's own rendered chats.
 fn probe_strings() -> Vec<String> {
-    let mut s: Vec<String> = chatgate::chain::probe::corpus(chatgate::chain::probe::PROBE_VERSION)
-        .unwrap()
-        .iter()
-        .map(|x| x.to_string())
-        .collect();
+    let mut s: Vec<String> =
+        chatgate::chain::run::probe::corpus(chatgate::chain::run::probe::PROBE_VERSION)
+            .unwrap()
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
     s.extend(
         [
             "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n",

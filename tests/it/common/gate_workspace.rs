@@ -4,10 +4,10 @@
 #![allow(dead_code)]
 use std::path::{Path, PathBuf};
 
-use chatgate::chain::Severity;
 use chatgate::gate::{self, GateOptions};
-use chatgate::report::GateReport;
 use chatgate::serve::{self, Fault, RunningServer, ServeOptions};
+use chatgate::verdict::GateReport;
+use chatgate::verdict::Severity;
 
 pub const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
