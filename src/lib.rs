@@ -40,13 +40,16 @@ pub mod standin;
 /// The client boundary: a recording, hostile-SSE proxy.
 pub mod proxy;
 
-// The judges.
-/// One module per boundary of the chain, offline and online.
-pub mod chain;
+// What the judges measure with.
 /// Insta-format snapshots, their comparison and review.
 pub mod snapshot;
 /// Latency metrics, baselines and load generation.
 pub mod latency;
+
+// The judges.
+/// One folder per boundary of the chain (offline and online checks), what every boundary reads,
+/// and the drivers that run them in chain order.
+pub mod chain;
 
 // Renderers, drivers and the face.
 /// Terminal, JSON, JUnit, Markdown and HTML reports.

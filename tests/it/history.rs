@@ -334,7 +334,7 @@ fn history_json_names_first_failures_and_streaks() {
     let runs = suite["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4);
     assert_eq!(runs[0]["commit"], "c1");
-    assert_eq!(runs[2]["first_broken"], "server (template.parity)");
+    assert_eq!(runs[2]["first_broken"], "template (template.parity)");
     let ttft = &suite["latency"].as_array().unwrap()[0];
     assert_eq!(ttft["metric"], "ttft");
     assert_eq!(ttft["first_p50"], 100.0);

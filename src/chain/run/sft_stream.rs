@@ -61,7 +61,7 @@ pub fn tally(ctx: &Context, progress: bool) -> Result<Tally> {
         t.shapes_used
             .extend(crate::chain::template::shapes::used_by(&conv.messages));
         // Rendered once: the template's checks and the tokenizer's re-encode share it.
-        let served = template::serve(ctx, conv)?;
+        let served = crate::chain::run::context::serve(ctx, conv)?;
         t.reencode = tokenizer::reencode_row(ctx, conv, &served)?;
         t.template = template::row(ctx, conv, &suffix, &served)?;
         t.generation = generation::row(ctx, stops.as_ref(), conv)?;

@@ -184,7 +184,7 @@ pub fn row(
     ctx: &Context,
     conv: &Conversation,
     suffix: &Option<String>,
-    served: &Served,
+    served: &crate::chain::run::context::Served,
 ) -> Result<TemplateTally> {
     let mut t = TemplateTally::default();
     let (Some(serving), Some(served)) = (&ctx.serving, served) else {
@@ -286,46 +286,6 @@ fn suffix_vs_sft(ctx: &Context, serving: &Pipeline) -> Option<Finding> {
 }
 
 type Ids = Vec<u32>;
-
-/// A conversation as the serving stack feeds it: its ids and rendered text, and the day it was
-/// rendered at when that is not the suite's (a golden row made on another day by a template
-/// that prints the date), or what the template raised. None without a serving pipeline.
-/// Rendered once per row and shared by the template's checks and the tokenizer's re-encode.
-pub type Served = Option<std::result::Result<(Ids, String, Option<NaiveDateTime>), String>>;
-
-/// Render and tokenize a whole conversation the serving way. The outer Result is bad input
-/// (a template that exhausts its limits); a template that raises on this conversation is a
-/// finding, kept in the inner Err.
-pub fn serve(ctx: &Context, conv: &Conversation) -> Result<Served> {
-    let Some(serving) = &ctx.serving else {
-        return Ok(None);
-    };
-    let r = match serving.render(&conv.messages, conv.tools.as_deref(), false) {
-        Ok(r) => r,
-        Err(e) => {
-            if let Some(bad) = limit_is_bad_input(&serving.origin, &e) {
-                return Err(bad);
-            }
-            return Ok(Some(Err(e.to_string())));
-        }
-    };
-    let ids = serving.ids(&r.text)?;
-    // A golden row from another day carries that day's date: compare it at its own day.
-    if let Some((golden, _)) = &conv.golden {
-        let dated = crate::chain::run::dates::row_date(
-            serving,
-            &ctx.dates,
-            &conv.messages,
-            conv.tools.as_deref(),
-            golden,
-            &ids,
-        )?;
-        if let Some(d) = dated {
-            return Ok(Some(Ok((d.ids, d.text, Some(d.at)))));
-        }
-    }
-    Ok(Some(Ok((ids, r.text, None))))
-}
 
 /// The SFT ids of a conversation: its golden ids, else the SFT template's render.
 fn sft_ids(ctx: &Context, conv: &Conversation) -> Result<Option<Ids>> {

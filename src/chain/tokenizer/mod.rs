@@ -310,7 +310,7 @@ fn serving_tokenizer(ctx: &Context) -> Option<&Tokenizer> {
 pub fn reencode_row(
     ctx: &Context,
     conv: &Conversation,
-    served: &super::template::Served,
+    served: &crate::chain::run::context::Served,
 ) -> Result<ReencodeTally> {
     let mut t = ReencodeTally::default();
     let (Some(tok), Some((ids, _))) = (serving_tokenizer(ctx), &conv.golden) else {
