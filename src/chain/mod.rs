@@ -16,3 +16,5 @@ pub mod template;
 pub mod generation;
 pub mod server;
 pub mod client;
+pub mod replay;
+pub mod latency;

@@ -418,7 +418,7 @@ pub fn merge(
             rows,
             client: merged.client.clone(),
             behind: merged.unreliable.clone(),
-            unreachable: latency::unreachable_reason(&merged.samples),
+            unreachable: crate::chain::latency::unreachable_reason(&merged.samples),
             min_slo_attainment: section.min_slo_attainment,
         },
         format,

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::latency::{self, LatencyData};
 use super::shard::Shard;
+use crate::chain::latency::{self as latency_judge, LatencyData};
 use crate::error::{Error, Result};
 use crate::latency::client::ClientHealth;
 use crate::latency::{Sample, Schedule};
@@ -137,7 +137,7 @@ pub fn merge(paths: &[PathBuf], suite: Option<&Path>) -> Result<GateReport> {
         exit_code: crate::verdict::Outcome::Pass,
     };
     if !first.prompts.is_empty() {
-        findings.extend(super::replay::snapshot_findings(
+        findings.extend(crate::chain::replay::snapshot_findings(
             &results,
             first.prompts.len(),
         ));
@@ -145,7 +145,7 @@ pub fn merge(paths: &[PathBuf], suite: Option<&Path>) -> Result<GateReport> {
     report.prompts = results;
     let stopped = parts.iter().any(|p| p.exit_code == 3);
     if let (Some(section), Some(data)) = (&suite.file.latency, merged_latency(&parts)) {
-        let measured = latency::judge(&data, section, false);
+        let measured = latency_judge::judge(&data, section, false);
         findings.extend(measured.findings);
         report.latency = measured.rows;
         report.latency_totals = Some(measured.totals);

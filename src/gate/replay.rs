@@ -1,7 +1,6 @@
 //! The replay stage: every prompt goes to the target once (not streamed), its reply is compared
 //! with the accepted snapshot under the prompt's comparator, and a change becomes a pending
 //! `.snap.new` beside the accepted file — never over it. `--update` is the explicit accept.
-use crate::verdict::checks;
 use std::collections::BTreeMap;
 
 use crate::chain::run::probes::Determinism;
@@ -10,8 +9,10 @@ use crate::error::Result;
 use crate::replay::Prompt;
 use crate::snapshot::{self, SnapshotBody, SnapshotFile, SnapshotHeader, Store};
 use crate::suite::Suite;
-use crate::verdict::{Finding, Severity};
+use crate::verdict::Finding;
 use crate::verdict::{PromptResult, PromptStatus};
+
+use crate::chain::replay as judge;
 
 use super::progress::Progress;
 use super::shard::Shard;
@@ -97,11 +98,15 @@ pub async fn run(
         out.prompts
             .push(compare_one(&store, prompt, file, class, update, dates)?);
     }
-    out.findings = snapshot_findings(&out.prompts, prompts.len());
-    out.findings.extend(dated_finding(&out.prompts, dates));
+    out.findings = judge::snapshot_findings(&out.prompts, prompts.len());
+    out.findings.extend(judge::dated_finding(
+        &out.prompts,
+        &dates.what,
+        dates.hint.as_deref(),
+    ));
     // Orphans are a property of the whole folder: shard 1 reports them, once.
     if shard.is_none_or(|s| s.runs_chain()) {
-        out.findings.extend(orphans(&store, all_ids)?);
+        out.findings.extend(judge::orphans(&store, all_ids)?);
     }
     Ok(out)
 }
@@ -204,7 +209,8 @@ fn compare_one(
             return Ok(result(
                 PromptStatus::Pass,
                 format!(
-                    "{DATE_ASIDE}{why}; the reply differs and is not judged ({})",
+                    "{}{why}; the reply differs and is not judged ({})",
+                    judge::DATE_ASIDE,
                     cmp.detail
                 ),
                 None,
@@ -298,103 +304,6 @@ fn accept_now(store: &Store, id: &str, file: &SnapshotFile) -> Result<()> {
     store.write_pending(id, file)?;
     store.accept(id)?;
     Ok(())
-}
-
-/// How a prompt result says its comparison was set aside for the date.
-const DATE_ASIDE: &str = "date set aside: ";
-
-/// The prompts whose replies were not judged because the prompt's date differs from the
-/// snapshot's, named once (info: a day passing is not a regression, but nothing was checked).
-fn dated_finding(results: &[PromptResult], dates: &super::dates::DatePlan) -> Option<Finding> {
-    let aside: Vec<&PromptResult> = results
-        .iter()
-        .filter(|r| r.detail.starts_with(DATE_ASIDE))
-        .collect();
-    let first = aside.first()?;
-    let mut f = Finding::new(
-        checks::REPLAY_DATE,
-        Severity::Info,
-        format!(
-            "{} of {} replies differ from snapshots made on another day and were not judged: the template prints the date ({})",
-            aside.len(),
-            results.len(),
-            dates.what
-        ),
-    )
-    .with("first", format!("{}: {}", first.id, &first.detail[DATE_ASIDE.len()..]));
-    if let Some(h) = &dates.hint {
-        f = f.with("hint", h);
-    }
-    Some(f)
-}
-
-/// `chosen` is how many prompts the suite replays: fewer results mean the run stopped early.
-/// The replay verdict over prompt results (one run's, or every shard's merged).
-pub fn snapshot_findings(results: &[PromptResult], chosen: usize) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let bad: Vec<&PromptResult> = results
-        .iter()
-        .filter(|r| r.status != PromptStatus::Pass)
-        .collect();
-    if bad.is_empty() {
-        out.push(Finding::pass(
-            checks::REPLAY_SNAPSHOTS,
-            format!("{} prompt(s) match their accepted snapshots", results.len()),
-        ));
-    } else {
-        let errors = bad
-            .iter()
-            .filter(|r| r.status == PromptStatus::Error)
-            .count();
-        let message = if results.len() < chosen {
-            format!(
-                "the replay stopped after {} of {chosen} prompt(s) (the target stopped answering): {} of them failed; {} not replayed",
-                results.len(),
-                bad.len(),
-                chosen - results.len()
-            )
-        } else if errors == bad.len() {
-            format!("{errors} of {chosen} prompt(s) got no reply")
-        } else {
-            format!("{} of {chosen} prompt(s) differ from their accepted snapshots (pending .snap.new files wait for review: chatgate review)", bad.len())
-        };
-        let mut f = Finding::new(checks::REPLAY_SNAPSHOTS, Severity::Error, message);
-        for r in bad.iter().take(8) {
-            f = f.with("prompt", format!("{} [{:?}] {}", r.id, r.status, r.detail));
-        }
-        out.push(f);
-    }
-    out
-}
-
-/// Snapshots that belong to no prompt of the suite.
-pub fn orphans(store: &Store, known: &[String]) -> Result<Option<Finding>> {
-    let orphans = store.orphans(known)?;
-    if orphans.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(
-        Finding::new(
-            checks::REPLAY_ORPHANS,
-            Severity::Warning,
-            format!(
-                "{} snapshot(s) belong to no prompt of the suite",
-                orphans.len()
-            ),
-        )
-        .with(
-            "files",
-            orphans
-                .iter()
-                .map(|o| o.path.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        )
-        .with(
-            "hint",
-            "remove them with chatgate accept --prune-orphans, or restore the prompts",
-        ),
-    ))
 }
 
 /// The checkpoint identity for snapshot headers: the model name, and the locked weights'

@@ -61,7 +61,7 @@ pub(super) static RECOMPUTED: &[&Check] = &[
 #[derive(Default)]
 pub(super) struct Pieces {
     determinism: BTreeMap<String, String>,
-    latency: Option<latency::LatencyData>,
+    latency: Option<crate::chain::latency::LatencyData>,
 }
 
 /// Run the gate within its deadline (`--deadline`, else `[target] deadline_s`): past it the
