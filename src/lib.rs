@@ -13,6 +13,8 @@ pub mod clock;
 pub mod secrets;
 /// The contracts: findings, check ids, the gate's report.
 pub mod verdict;
+/// Escaping user text for HTML and Markdown (and markupsafe's escape, for templates).
+pub mod escape;
 /// A chat request and the record of its reply (text, ids, logprobs, timing).
 pub mod exchange;
 /// Atomic writes, bounded reads, names that become file names.

@@ -381,20 +381,19 @@ pub fn merge(
     r: &super::gate::ReportArgs,
     history: &super::history::HistoryFlags,
 ) -> Result<i32> {
-    let format = match r.format {
-        super::ReportFormat::Text => Format::Text,
-        super::ReportFormat::Json => Format::Json,
-        super::ReportFormat::Sarif => return Err(Error::input(
-            "--format sarif reports a gate's findings; bench parts merge into bench's own output",
-        )
-        .hint("merge bench parts with --format text or json")),
+    // Bench parts merge into bench's own figures (text or JSON): the gate's report formats
+    // have nothing to say about them.
+    let wanted = r.wanted()?;
+    let format = match wanted.as_slice() {
+        [(crate::report::Format::Text, None)] => Format::Text,
+        [(crate::report::Format::Json, None)] => Format::Json,
+        _ => {
+            return Err(Error::input(
+                "bench parts merge into bench's own output: --format text or json, no other report",
+            )
+            .hint("merge bench parts with --format text or json, and no --report/--junit/--markdown/--html/--sarif"))
+        }
     };
-    if r.junit.is_some() || r.markdown.is_some() || r.html.is_some() {
-        return Err(Error::input(
-            "--junit, --markdown and --html report a gate; bench parts merge into bench's own output",
-        )
-        .hint("merge bench parts with --format text or json"));
-    }
     let merged = merge::merge_bench(parts)?;
     let suite_path = suite
         .map(Path::to_path_buf)

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::history::HistoryFlags;
-use super::ReportFormat;
 use crate::error::Result;
 use crate::gate::shard::Shard;
 use crate::gate::{self, GateOptions};
@@ -51,20 +50,99 @@ pub struct GateArgs {
 /// Where a gate's report goes (the gate's and the merge's).
 #[derive(Args)]
 pub struct ReportArgs {
-    #[arg(long, value_enum, default_value_t)]
-    pub format: ReportFormat,
-    /// Also write a JUnit XML report here (for CI test tabs).
+    /// The report on stdout: text (by boundary), json, junit, markdown, html or sarif.
+    #[arg(long, value_enum, default_value_t, value_name = "FORMAT")]
+    pub format: report::Format,
+    /// The report in FORMAT, to FILE (repeatable: one run, every format CI wants), or on stdout
+    /// without `=FILE` (as --format): `--report junit=gate.xml --report markdown="$GITHUB_STEP_SUMMARY"`.
+    #[arg(long = "report", value_name = "FORMAT[=FILE]", value_parser = parse_report)]
+    pub reports: Vec<(report::Format, Option<PathBuf>)>,
+    /// Also write a JUnit XML report here (for CI test tabs); the same as --report junit=FILE.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
-    /// Also write a Markdown summary here (fits $GITHUB_STEP_SUMMARY and a PR comment).
+    /// Also write a Markdown summary here (fits $GITHUB_STEP_SUMMARY and a PR comment); the same
+    /// as --report markdown=FILE.
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
-    /// Also write a self-contained HTML report with latency CDF plots here.
+    /// Also write a self-contained HTML report with latency CDF plots here; the same as
+    /// --report html=FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Also write SARIF 2.1.0 here (code-scanning dashboards), as `--format sarif` prints it.
+    /// Also write SARIF 2.1.0 here (code-scanning dashboards); the same as --report sarif=FILE.
     #[arg(long, value_name = "FILE")]
     pub sarif: Option<PathBuf>,
+}
+
+/// `FORMAT` or `FORMAT=FILE`.
+fn parse_report(s: &str) -> std::result::Result<(report::Format, Option<PathBuf>), String> {
+    let (name, file) = match s.split_once('=') {
+        Some((n, f)) if !f.is_empty() => (n, Some(PathBuf::from(f))),
+        Some((n, _)) => {
+            return Err(format!(
+                "--report {n}= names no file (write --report {n} for stdout)"
+            ))
+        }
+        None => (s, None),
+    };
+    let format = report::Format::named(name).ok_or_else(|| {
+        use clap::ValueEnum;
+        let names: Vec<&str> = report::Format::value_variants()
+            .iter()
+            .map(|f| f.name())
+            .collect();
+        format!(
+            "unknown report format {name:?} (the formats: {})",
+            names.join(", ")
+        )
+    })?;
+    Ok((format, file))
+}
+
+impl ReportArgs {
+    /// Every report asked for: (format, file) with None for stdout — exactly one on stdout.
+    pub fn wanted(&self) -> Result<Vec<(report::Format, Option<PathBuf>)>> {
+        let legacy = [
+            (report::Format::Junit, &self.junit),
+            (report::Format::Markdown, &self.markdown),
+            (report::Format::Html, &self.html),
+            (report::Format::Sarif, &self.sarif),
+        ];
+        let mut out: Vec<(report::Format, Option<PathBuf>)> = legacy
+            .into_iter()
+            .filter_map(|(f, p)| p.clone().map(|p| (f, Some(p))))
+            .collect();
+        out.extend(self.reports.iter().cloned());
+        let stdout: Vec<report::Format> = out
+            .iter()
+            .filter(|(_, p)| p.is_none())
+            .map(|(f, _)| *f)
+            .collect();
+        match stdout.as_slice() {
+            [] => out.push((self.format, None)),
+            [one] if self.format == report::Format::Text || self.format == *one => {}
+            _ => {
+                return Err(crate::error::Error::input(format!(
+                    "one report goes to stdout, and {} were asked for there ({})",
+                    stdout.len() + usize::from(self.format != report::Format::Text),
+                    stdout
+                        .iter()
+                        .map(|f| f.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+                .hint("give the others a file: --report FORMAT=FILE"))
+            }
+        }
+        Ok(out)
+    }
+
+    /// The format printed on stdout.
+    pub fn stdout(&self) -> report::Format {
+        self.reports
+            .iter()
+            .find(|(_, p)| p.is_none())
+            .map_or(self.format, |(f, _)| *f)
+    }
 }
 
 pub fn run(a: GateArgs) -> Result<i32> {
@@ -75,59 +153,53 @@ pub fn run(a: GateArgs) -> Result<i32> {
         )
         .hint("drop --history here and pass it to `chatgate merge PART... --history DIR`"));
     }
+    let wanted = a.reports.wanted()?;
     let opts = GateOptions {
         suite: a.suite.clone(),
         target: a.target.clone(),
         update: a.update,
-        progress: !a.no_progress && a.reports.format == ReportFormat::Text,
+        progress: !a.no_progress && a.reports.stdout() == report::Format::Text,
         deadline_s: a.deadline,
         shard: a.shard,
         part: a.part.clone(),
         stack: a.stack,
     };
     let report = super::runtime()?.block_on(gate::run_bounded(&opts))?;
-    emit(&a.reports, &report, &a.suite)?;
+    emit(&wanted, &report, &a.suite)?;
     // After the report: a record that cannot be kept is an error of its own (exit 2), printed
     // after the verdict it would have recorded.
     super::history::append_gate(&a.history, &report, &a.suite)?;
     Ok(report.exit_code.code())
 }
 
-/// The report on stdout in the chosen format, and the files asked for.
-pub(super) fn emit(to: &ReportArgs, report: &GateReport, suite: &std::path::Path) -> Result<()> {
-    if let Some(p) = &to.junit {
-        write(p, &report::junit::render(report)?)?;
+/// Every report asked for: files written atomically, one on stdout; each redacted.
+pub(super) fn emit(
+    wanted: &[(report::Format, Option<PathBuf>)],
+    report: &GateReport,
+    suite: &std::path::Path,
+) -> Result<()> {
+    let locations = sarif_locations(suite);
+    let ctx = report::Context {
+        colour: report::use_colour(),
+        sarif: &locations,
+    };
+    // Files first: the stdout report is the last thing a person reads.
+    for (format, path) in wanted {
+        if let Some(path) = path {
+            let ctx = report::Context {
+                colour: false,
+                ..ctx
+            };
+            write(path, &format.render(report, &ctx)?)?;
+        }
     }
-    if let Some(p) = &to.markdown {
-        write(p, &report::markdown::render(report))?;
-    }
-    if let Some(p) = &to.html {
-        write(p, &report::html::render(report))?;
-    }
-    if let Some(p) = &to.sarif {
-        write(p, &sarif_text(report, suite))?;
-    }
-    match to.format {
-        ReportFormat::Json => println!(
-            "{}",
-            redact(&serde_json::to_string_pretty(&report::gate_json(report)).unwrap_or_default())
-        ),
-        ReportFormat::Sarif => println!("{}", sarif_text(report, suite)),
-        ReportFormat::Text => print!(
-            "{}",
-            redact(&report::gate_terminal(report, report::use_colour()))
-        ),
+    for (format, _) in wanted.iter().filter(|(_, p)| p.is_none()) {
+        print!("{}", redact(&format.render(report, &ctx)?));
     }
     Ok(())
 }
 
 use super::output::{redact, write};
-
-/// The SARIF document, keys redacted like every other output.
-fn sarif_text(report: &GateReport, suite: &std::path::Path) -> String {
-    let doc = report::sarif::render(report, &sarif_locations(suite));
-    redact(&serde_json::to_string_pretty(&doc).unwrap_or_default()).into_owned()
-}
 
 /// Where SARIF results point: the suite file and its snapshot folder, relative to the current
 /// directory (code scanning resolves them from the repository root the job runs in).

@@ -32,7 +32,7 @@ pub fn run(a: MergeArgs) -> Result<i32> {
         .suite
         .clone()
         .unwrap_or_else(|| PathBuf::from(&report.suite_file));
-    super::gate::emit(&a.reports, &report, &suite)?;
+    super::gate::emit(&a.reports.wanted()?, &report, &suite)?;
     super::history::append_gate(&a.history, &report, &suite)?;
     Ok(report.exit_code.code())
 }

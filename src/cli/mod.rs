@@ -239,19 +239,6 @@ pub enum Format {
     Json,
 }
 
-/// The formats of a gate's report (gate, merge): `Format`'s, and SARIF for code scanning.
-#[derive(Clone, Copy, Debug, Default, ValueEnum, PartialEq, Eq)]
-pub enum ReportFormat {
-    /// Human-readable (colour only on a terminal).
-    #[default]
-    Text,
-    /// One JSON document on stdout.
-    Json,
-    /// SARIF 2.1.0 on stdout: one result per error and warning finding, for code-scanning
-    /// dashboards (GitHub's upload-sarif).
-    Sarif,
-}
-
 #[derive(Args)]
 pub struct RenderArgs {
     /// Model directory (or .gguf file): its chat template, special tokens and tokenizer.

@@ -4,6 +4,7 @@
 //! drawn by the page's script from the trend JSON embedded in it, one chart per metric with a
 //! line per percentile and a point per run whose title names the run's commit and time.
 use super::trend::{self, Trend};
+use crate::escape::html as esc;
 
 /// The whole page.
 pub fn render(trends: &[Trend]) -> String {
@@ -146,22 +147,6 @@ fn commit(c: Option<&str>) -> String {
         ),
         None => "<code class=\"commit\">-</code>".into(),
     }
-}
-
-/// HTML-escape a user string (suite names, targets, commits come from files).
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// JSON that cannot end the `<script>` element it sits in, whatever strings it carries.

@@ -12,8 +12,74 @@ pub mod checks_doc;
 pub mod html;
 pub mod junit;
 pub mod markdown;
+pub mod plots;
 pub mod sarif;
 pub mod summary;
+pub mod view;
+
+/// Every format a gate's report is written in. A new format is one file in `report/` and one
+/// arm here; `chatgate gate`/`merge` take it as `--format FORMAT` (stdout) and
+/// `--report FORMAT=FILE`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Human-readable, by boundary (colour only on a terminal).
+    #[default]
+    Text,
+    /// The whole report as one JSON document.
+    Json,
+    /// JUnit XML, a test suite per boundary (CI test tabs).
+    Junit,
+    /// A Markdown summary under GitHub's 1 MiB limit ($GITHUB_STEP_SUMMARY, PR comments).
+    Markdown,
+    /// One self-contained HTML file with the chain strip and latency CDF plots.
+    Html,
+    /// SARIF 2.1.0: one result per error and warning finding (code-scanning dashboards).
+    Sarif,
+}
+
+/// What some formats need beyond the report: colour for the terminal, where SARIF results point.
+pub struct Context<'a> {
+    pub colour: bool,
+    pub sarif: &'a sarif::Locations,
+}
+
+impl Format {
+    /// The name `--format`/`--report` take.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Json => "json",
+            Format::Junit => "junit",
+            Format::Markdown => "markdown",
+            Format::Html => "html",
+            Format::Sarif => "sarif",
+        }
+    }
+
+    /// The format named `name`.
+    pub fn named(name: &str) -> Option<Format> {
+        use clap::ValueEnum;
+        Format::value_variants()
+            .iter()
+            .copied()
+            .find(|f| f.name() == name)
+    }
+
+    /// The report in this format (not yet redacted: the writer redacts every output).
+    pub fn render(self, r: &GateReport, ctx: &Context) -> crate::error::Result<String> {
+        Ok(match self {
+            Format::Text => gate_terminal(r, ctx.colour),
+            Format::Json => serde_json::to_string_pretty(&gate_json(r)).unwrap_or_default() + "\n",
+            Format::Junit => junit::render(r)?,
+            Format::Markdown => markdown::render(r),
+            Format::Html => html::render(r),
+            Format::Sarif => {
+                serde_json::to_string_pretty(&sarif::render(r, ctx.sarif)).unwrap_or_default()
+                    + "\n"
+            }
+        })
+    }
+}
 
 /// Colour when stdout is a terminal and NO_COLOR is unset (https://no-color.org).
 pub fn use_colour() -> bool {

@@ -1,5 +1,5 @@
 //! The report's shared vocabulary: the verdict and its reasons, severity and prompt tallies,
-//! latency figures in words, clipping and escaping. Every renderer (Markdown, HTML, JUnit,
+//! latency figures in words, clipping (escaping is `crate::escape`). Every renderer (Markdown, HTML, JUnit,
 //! the terminal) reads a gate run through these, so they say the same thing the same way.
 use crate::verdict::Outcome;
 use crate::verdict::{
@@ -21,7 +21,7 @@ pub(crate) const BOUNDARIES: [Boundary; 7] = [
 ];
 
 /// A diff cut to size, and how much was left out.
-pub(crate) struct CutDiff {
+pub struct CutDiff {
     pub text: String,
     pub shown_lines: usize,
     pub total_lines: usize,
@@ -67,27 +67,6 @@ pub(crate) fn verdict(report: &GateReport) -> (&'static str, &'static str) {
         Outcome::Unreachable => ("❌", "UNREACHABLE"),
         _ => ("❌", "FAIL"),
     }
-}
-
-/// The downstream symptoms of the first broken boundary, as Markdown list items.
-pub(crate) fn downstream_lines(report: &GateReport) -> Vec<String> {
-    let mut lines: Vec<String> = report
-        .findings
-        .downstream()
-        .into_iter()
-        .map(|f| {
-            format!(
-                "**{}** ({}) — {}",
-                f.boundary.name(),
-                md_code(f.check.id, false),
-                md_text(&clip(&f.message, MAX_VALUE_CHARS))
-            )
-        })
-        .collect();
-    if let Some(s) = prompt_symptom(report) {
-        lines.push(format!("**replay** — {}", md_text(&s)));
-    }
-    lines
 }
 
 /// Failing prompts as one downstream symptom, when no replay finding already says so.
@@ -301,78 +280,25 @@ pub(crate) fn floor_char_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
-/// Escape text for HTML element content and attribute values.
-pub fn html_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Escape user text for inline Markdown (paragraphs, list items and table cells alike): HTML is
-/// neutralised with entities, Markdown punctuation with backslashes, pipes so a table keeps
-/// its columns, and newlines become `<br>` so a cell stays one row.
-pub fn md_text(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '\n' => out.push_str("<br>"),
-            '\r' => {}
-            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' | '#' | '!' | '$' => {
-                out.push('\\');
-                out.push(c);
-            }
-            c => out.push(c),
-        }
+    #[test]
+    fn diff_is_cut_at_whole_lines_with_a_note() {
+        let diff: String = (0..10).map(|i| format!("+line {i}\n")).collect();
+        let cut = truncate_diff(&diff, 3, usize::MAX);
+        assert_eq!(cut.text, "+line 0\n+line 1\n+line 2\n");
+        assert!(cut.note().unwrap().contains("3 of 10 lines"));
+        let whole = truncate_diff(&diff, 100, usize::MAX);
+        assert!(whole.note().is_none());
+        let by_bytes = truncate_diff(&diff, 100, 17);
+        assert_eq!(by_bytes.shown_lines, 2);
     }
-    out
-}
 
-/// A code span holding `s` literally: the fence is one backtick longer than the longest run
-/// inside. In a table cell pipes are still escaped (GitHub splits cells before parsing spans);
-/// newlines become spaces, as a code span would show them anyway.
-pub fn md_code(s: &str, in_table: bool) -> String {
-    let mut body: String = s.replace(['\r', '\n'], " ");
-    if in_table {
-        body = body.replace('|', "\\|");
+    #[test]
+    fn clip_marks_the_cut() {
+        assert_eq!(clip("héllo", 10), "héllo");
+        assert_eq!(clip("héllo", 2), "hé… (3 more chars)");
     }
-    if body.trim().is_empty() {
-        return "*(empty)*".into();
-    }
-    let fence = "`".repeat(longest_run(&body, '`') + 1);
-    let pad = if body.starts_with('`') || body.ends_with('`') {
-        " "
-    } else {
-        ""
-    };
-    format!("{fence}{pad}{body}{pad}{fence}")
-}
-
-/// A code fence longer than any backtick run in `text`, so the text cannot close it.
-pub(crate) fn fence_for(text: &str) -> String {
-    "`".repeat((longest_run(text, '`') + 1).max(3))
-}
-
-pub(crate) fn longest_run(s: &str, ch: char) -> usize {
-    let (mut best, mut cur) = (0, 0);
-    for c in s.chars() {
-        if c == ch {
-            cur += 1;
-            best = best.max(cur);
-        } else {
-            cur = 0;
-        }
-    }
-    best
 }

@@ -410,11 +410,11 @@ pub(super) fn escape_filter(value: &Value) -> Value {
     if value.is_safe() {
         return value.clone();
     }
-    Value::from_safe_string(html_escape(&py_str(value)))
+    Value::from_safe_string(crate::escape::markupsafe(&py_str(value)))
 }
 
 pub(super) fn forceescape_filter(value: &Value) -> Value {
-    Value::from_safe_string(html_escape(&py_str(value)))
+    Value::from_safe_string(crate::escape::markupsafe(&py_str(value)))
 }
 
 /// Python's `round(x, n)` for floats: correctly rounded, ties to even.

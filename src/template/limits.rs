@@ -131,22 +131,6 @@ impl io::Write for LimitedWriter {
     }
 }
 
-/// markupsafe's `escape`.
-pub(crate) fn html_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '\'' => out.push_str("&#39;"),
-            '"' => out.push_str("&#34;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// An engine error for an operation Python would refuse.
 pub(crate) fn err(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidOperation, msg.into())

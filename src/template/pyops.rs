@@ -86,7 +86,7 @@ fn escape_text(v: &Value) -> String {
     if v.is_safe() {
         return s;
     }
-    super::limits::html_escape(&s)
+    crate::escape::markupsafe(&s)
 }
 
 /// Python `a + b` (with markupsafe's `Markup.__add__`/`__radd__`).

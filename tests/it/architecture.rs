@@ -21,6 +21,7 @@ const FLOORS: &[(&str, u16)] = &[
     ("secrets", 1),
     ("verdict", 1),
     ("exchange", 1),
+    ("escape", 1),
     ("files", 2),
     ("template", 2),
     // The links at rest: a checkpoint's files, what each stack feeds the model, the suite.

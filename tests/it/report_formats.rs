@@ -671,7 +671,7 @@ proptest! {
         let md = markdown::render(&with_message(&msg));
         let row = md.lines().find(|l| l.starts_with("| `capital`")).expect("replay row");
         prop_assert_eq!(row.replace("\\|", "").matches('|').count(), 6, "{}", row);
-        let text = markdown::md_text(&msg);
+        let text = chatgate::escape::md_text(&msg);
         prop_assert!(!text.replace("<br>", "").contains('<'));
         prop_assert!(!text.contains('\n'));
     }
@@ -679,8 +679,78 @@ proptest! {
     #[test]
     fn html_never_leaks_markup(msg in "[ -~]{0,80}") {
         let page = html::render(&with_message(&msg));
-        let esc = markdown::html_escape(&msg);
+        let esc = chatgate::escape::html(&msg);
         prop_assert!(!esc.contains('<') && !esc.contains('"'));
         prop_assert!(page.contains(&esc));
     }
+}
+
+/// One run, every format: `--report FORMAT=FILE` writes each file (the old flags are its
+/// aliases), `--report FORMAT` alone is stdout, and two reports for stdout are refused (exit 2).
+#[test]
+fn report_flag_writes_every_format_from_one_run() {
+    let ws = crate::common::gate_workspace::Workspace::new();
+    let dir = ws.path("");
+    let (code, out, err) = crate::common::cli::chatgate_in(
+        &[
+            "gate",
+            "suites/smoke.toml",
+            "--no-progress",
+            "--report",
+            "junit=r.xml",
+            "--report",
+            "markdown=r.md",
+            "--report",
+            "html=r.html",
+            "--report",
+            "sarif=r.sarif",
+            "--report",
+            "json=r.json",
+            "--report",
+            "text=r.txt",
+            "--junit",
+            "alias.xml",
+            "--report",
+            "json",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let stdout: serde_json::Value = serde_json::from_str(&out).expect("stdout is the JSON report");
+    assert_eq!(stdout["exit_code"], 0);
+    let read =
+        |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    assert!(read("r.xml").starts_with("<?xml"));
+    assert_eq!(read("r.xml"), read("alias.xml"));
+    assert!(read("r.md").starts_with("## ✅ chatgate gate: PASS"));
+    assert!(read("r.html").starts_with("<!DOCTYPE html>"));
+    let sarif: serde_json::Value = serde_json::from_str(&read("r.sarif")).expect("SARIF is JSON");
+    assert_eq!(sarif["version"], "2.1.0");
+    let json: serde_json::Value = serde_json::from_str(&read("r.json")).expect("JSON");
+    assert_eq!(json["suite"], stdout["suite"]);
+    assert!(
+        read("r.txt").contains("PASS"),
+        "the text report, without colour codes"
+    );
+    assert!(!read("r.txt").contains('\u{1b}'));
+
+    let (code, _, err) = crate::common::cli::chatgate_in(
+        &[
+            "gate",
+            "suites/smoke.toml",
+            "--report",
+            "json",
+            "--report",
+            "markdown",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("one report goes to stdout"), "{err}");
+    let (code, _, err) = crate::common::cli::chatgate_in(
+        &["gate", "suites/smoke.toml", "--report", "pdf=x.pdf"],
+        &dir,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unknown report format \"pdf\""), "{err}");
 }
