@@ -356,3 +356,59 @@ fn every_part_of_the_chain_has_a_floor() {
         );
     }
 }
+
+/// Every test belongs to exactly one group of .config/test-budget.toml (the boundary it tests,
+/// the matrices, or the command line), and `.cargo/config.toml` has one `cargo test-<group>`
+/// alias per group selecting exactly its modules.
+#[test]
+fn each_boundary_alias_selects_its_groups_modules() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let budget = std::fs::read_to_string(root.join(".config/test-budget.toml")).unwrap();
+    let budget: toml::Table = budget.parse().unwrap();
+    let aliases = std::fs::read_to_string(root.join(".cargo/config.toml")).unwrap();
+    let aliases: toml::Table = aliases.parse().unwrap();
+    let aliases = aliases["alias"].as_table().unwrap();
+    let groups = budget["group"].as_array().unwrap();
+    let mut seen = BTreeSet::new();
+    for g in groups {
+        let name = g["name"].as_str().unwrap();
+        let modules: Vec<&str> = g["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_str().unwrap())
+            .collect();
+        for m in &modules {
+            assert!(seen.insert(m.to_string()), "module {m} is in two groups");
+        }
+        let want = format!("test(/^({})::/)", modules.join("|"));
+        let alias = aliases
+            .get(&format!("test-{name}"))
+            .unwrap_or_else(|| panic!("no `cargo test-{name}` alias in .cargo/config.toml"));
+        let args: Vec<&str> = alias
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            args,
+            ["nextest", "run", "--release", "-E", want.as_str()],
+            "test-{name}"
+        );
+    }
+    assert_eq!(aliases.len(), groups.len(), "one alias per group, no other");
+    // Every integration test file is one group's module.
+    for e in std::fs::read_dir(root.join("tests/it")).unwrap() {
+        let p = e.unwrap().path();
+        let Some(stem) = p.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        if p.extension().is_some_and(|x| x == "rs") && stem != "main" {
+            assert!(
+                seen.contains(stem),
+                "tests/it/{stem}.rs belongs to no group"
+            );
+        }
+    }
+}

@@ -345,12 +345,7 @@ impl Outcome {
 }
 
 fn gate(dir: &Path, update: bool) -> Outcome {
-    let mut args = vec!["gate", "suite.toml", "--no-progress", "--format", "json"];
-    if update {
-        args.push("--update");
-    }
-    let (code, out, err) = chatgate(&args, dir);
-    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let (code, report) = crate::common::cli::gate(dir).update_if(update).run();
     let errors = report["findings"]
         .as_array()
         .into_iter()

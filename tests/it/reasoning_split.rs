@@ -76,21 +76,10 @@ impl Drop for Serve {
 
 /// `gate` in `dir` against `url`: (exit code, report).
 pub(crate) fn gate(dir: &Path, url: &str, update: bool) -> (i32, Value) {
-    let mut args = vec![
-        "gate",
-        "suite.toml",
-        "--target",
-        url,
-        "--no-progress",
-        "--format",
-        "json",
-    ];
-    if update {
-        args.push("--update");
-    }
-    let (code, out, err) = chatgate_in(&args, dir);
-    let report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
-    (code, report)
+    crate::common::cli::gate(dir)
+        .target(url)
+        .update_if(update)
+        .run()
 }
 
 /// `chatgate init` in `dir` for `model` served at `url`, without its `[sft]` rows, for a

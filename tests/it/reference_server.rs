@@ -78,19 +78,7 @@ fn suite(dir: &Path, model: &Path, url: &str, reference: &str) -> PathBuf {
 
 /// `gate` in `dir` against `url`: (exit code, report).
 fn gate(dir: &Path, url: &str, extra: &[&str]) -> (i32, Value) {
-    let mut args = vec![
-        "gate",
-        "suite.toml",
-        "--target",
-        url,
-        "--no-progress",
-        "--format",
-        "json",
-    ];
-    args.extend(extra);
-    let (code, out, err) = chatgate_in(&args, dir);
-    let report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
-    (code, report)
+    crate::common::cli::gate(dir).target(url).args(extra).run()
 }
 
 /// The fingerprint's severity and message.

@@ -28,17 +28,11 @@ fn workspace() -> Workspace {
 
 /// `gate --format json` in the workspace root; the report and the exit code.
 fn gate(ws: &Workspace, extra: &[&str]) -> (i32, Value) {
-    let mut args = vec![
-        "gate",
-        "suites/smoke.toml",
-        "--no-progress",
-        "--format",
-        "json",
-    ];
-    args.extend_from_slice(extra);
-    let (code, out, err) = chatgate(&args, &ws.path(""));
-    let report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
-    (code, report)
+    let root = ws.path("");
+    crate::common::cli::gate(&root)
+        .suite("suites/smoke.toml")
+        .args(extra)
+        .run()
 }
 
 /// Run shards 1..=n one after another (each a separate process), then merge their parts.

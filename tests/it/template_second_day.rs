@@ -54,15 +54,14 @@ impl Run {
 }
 
 fn gate(dir: &Path, now: Option<&str>, update: bool, target: Option<&str>) -> Run {
-    let mut args = vec!["gate", "suite.toml", "--no-progress", "--format", "json"];
-    if update {
-        args.push("--update");
-    }
+    let mut g = crate::common::cli::gate(dir).update_if(update);
     if let Some(t) = target {
-        args.extend(["--target", t]);
+        g = g.target(t);
     }
-    let (code, out, err) = chatgate(&args, dir, now);
-    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    if let Some(n) = now {
+        g = g.env("CHATGATE_NOW", n);
+    }
+    let (code, report) = g.run();
     let errors = report["findings"]
         .as_array()
         .into_iter()
