@@ -400,14 +400,8 @@ fn suite_text(
              # server's routes when unset.\n# stack = \"transformers\"\n",
         ),
     }
-    if stack == Some(Stack::LlamaCppPython) {
-        t.push_str("# llama-cpp-python's default repeat_penalty is 1.1: temperature 0 is not argmax without this.\nextra_body = { repeat_penalty = 1.0 }\n");
-    }
-    if stack == Some(Stack::LlamaCpp) {
-        t.push_str("# llama-server reuses the KV cache of the previous request's common prefix (cache_prompt, on by\n\
-                    # default); its README warns the logits are then not bit-for-bit identical, so the same\n\
-                    # greedy prompt can get another reply. Replay needs the same reply every time.\n\
-                    extra_body = { cache_prompt = false }\n");
+    if let Some((why, body)) = stack.and_then(|s| s.profile().extra_body) {
+        t.push_str(&format!("# {why}\nextra_body = {body}\n"));
     }
     t.push_str("# connect_timeout_s = 5.0\n# read_timeout_s = 30.0\n# total_timeout_s = 120.0\n\n");
     if o.target.is_some() {

@@ -37,7 +37,7 @@ pub struct DatePlan {
 
 /// Stacks whose chat endpoint passes `chat_template_kwargs` to the template.
 fn takes_template_kwargs(stack: Stack) -> bool {
-    matches!(stack, Stack::Transformers | Stack::Vllm | Stack::LlamaCpp)
+    stack.profile().takes_template_kwargs
 }
 
 /// Decide the target's day, and send the pinned `date_string` to a server that takes it.
@@ -80,11 +80,9 @@ pub fn plan(ctx: &Context, target: &Target) -> DatePlan {
         Target::Http(_) if sent && d.pinned_by_date_string => return plan(day, None),
         Target::Http(_) => {}
     }
-    let hint = match (&d.date_string_value, ctx.stack) {
-        (Some(v), Stack::LlamaCppPython) => Some(format!(
-            "pin the server's date: start llama-cpp-python with --chat_template_kwargs '{{\"date_string\": \"{v}\"}}'"
-        )),
-        (Some(_), _) => Some(
+    let hint = match (&d.date_string_value, ctx.stack.profile().pin_date) {
+        (Some(v), Some(how)) => Some(format!("pin the server's date: {}", how.replace("{}", v))),
+        (Some(_), None) => Some(
             "pin the server's date: name the stack ([target] stack) when it takes chat_template_kwargs (vLLM, SGLang, transformers serve, llama-server)".into(),
         ),
         (None, _) => Some(

@@ -69,9 +69,9 @@ pub async fn record(suite: &Suite, lock: &Lock) -> Result<Recording> {
 fn probes_to_record(suite: &Suite) -> Result<(Context, Vec<Probe>)> {
     let model = ModelDir::open(&suite.model_dir)?;
     let ctx = Context::load_unbound(suite.clone(), model, None)?;
-    let prompts = super::load_prompts(suite)?;
+    let prompts = super::run::load_prompts(suite)?;
     let chosen = prompts.as_ref().map(|p| p.chosen.as_slice());
-    let probes = super::probes(&ctx, chosen, ctx.suite.file.server.probes.unwrap_or(4));
+    let probes = super::run::probes(&ctx, chosen, ctx.suite.file.server.probes.unwrap_or(4));
     if probes.is_empty() {
         return Err(Error::in_file(
             &suite.path,

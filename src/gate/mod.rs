@@ -13,4 +13,7 @@ pub mod replay;
 pub mod shard;
 
 mod run;
-pub use run::*;
+pub use run::{
+    load_reference, probe_settings, run, run_bounded, GateOptions, LoadedReference, PromptSet,
+    REFERENCE_WAYS_OUT,
+};

@@ -3,8 +3,8 @@ use serde_json::Value;
 
 use super::file::SnapshotBody;
 
-pub use super::divergence::*;
-pub use crate::suite::Comparator;
+use super::divergence::*;
+use crate::suite::Comparator;
 
 /// The outcome of comparing a new reply with its accepted snapshot.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,10 +11,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::yaml;
-use super::Comparator;
 use crate::error::{Error, Result};
 use crate::exchange::Record;
 use crate::replay::{Prompt, PromptSettings};
+use crate::suite::Comparator;
 
 /// Logprobs are stored with this many decimals: enough to tell a near-tie (numeric drift)
 /// from a clear preference, few enough that reruns on the same kernels produce the same file.

@@ -57,10 +57,9 @@ mod schema;
 mod store;
 pub(crate) mod yaml;
 
-pub use compare::{
-    Comparator, Comparison, DivergenceClass, Margin, TokenDivergence, NUMERIC_DRIFT_MARGIN,
-};
+pub use compare::Comparison;
 pub use diff::{diff_text, render_diff};
+pub use divergence::{DivergenceClass, Margin, TokenDivergence, NUMERIC_DRIFT_MARGIN};
 pub use file::{
     round_logprob, SnapshotBody, SnapshotFile, SnapshotHeader, SnapshotInfo, SnapshotLogprob,
     SnapshotSettings, LOGPROB_DECIMALS,

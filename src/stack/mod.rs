@@ -16,8 +16,9 @@
 //! `chat_formatter_to_chat_completion_handler` tokenizes with `add_bos=not added_special`).
 pub use crate::artifacts::llama_cpp_vocab;
 pub mod forcing;
+pub mod profile;
 pub mod transformers;
 mod transformers_map;
 
 mod feed;
-pub use feed::*;
+pub use feed::{feed, gguf_stop_ids, start_only_prefix, trim_added_specials, Feed, Stack};

@@ -8,9 +8,10 @@ use std::process::Command as StdCommand;
 use assert_cmd::Command;
 use chatgate::exchange::{Record, TokenLogprob, TopLogprob};
 use chatgate::snapshot::{
-    Comparator, DivergenceClass, SnapshotBody, SnapshotFile, SnapshotHeader, SnapshotInfo,
-    SnapshotSettings, Store,
+    DivergenceClass, SnapshotBody, SnapshotFile, SnapshotHeader, SnapshotInfo, SnapshotSettings,
+    Store,
 };
+use chatgate::suite::Comparator;
 use predicates::prelude::*;
 
 /// A generated token for a test record: text, logprob, top alternatives.

@@ -154,7 +154,6 @@ fn sampling(online: &Online, obs: &Observed) -> Finding {
 /// What makes a stack pick tokens other than its argmax at temperature 0, and the suite line
 /// that stops it.
 fn sampling_cause(online: &Online) -> (String, String) {
-    use crate::stack::Stack;
     let extra = &online
         .ctx
         .suite
@@ -163,24 +162,12 @@ fn sampling_cause(online: &Online) -> (String, String) {
         .as_ref()
         .map(|t| t.extra_body.clone())
         .unwrap_or_default();
-    match online.ctx.stack {
-        Stack::LlamaCppPython if !extra.contains_key("repeat_penalty") => (
-            "llama-cpp-python applies repeat_penalty = 1.1 to every request that does not set it, temperature 0 included: the penalised argmax is not the token its logprobs rank first".into(),
-            "add `extra_body = { repeat_penalty = 1.0 }` to [target] (chatgate init writes it when it detects llama-cpp-python)".into(),
-        ),
-        Stack::LlamaCpp | Stack::LlamaCppPython => (
-            "llama.cpp samplers that run at temperature 0 too: repeat/presence/frequency penalties and DRY (see the server's /props default_generation_settings)".into(),
-            "set them neutral in [target] extra_body, e.g. `{ repeat_penalty = 1.0, presence_penalty = 0.0, frequency_penalty = 0.0, dry_multiplier = 0.0 }`".into(),
-        ),
-        Stack::Vllm => (
-            "vLLM applies generation_config.json's sampling defaults (repetition_penalty, top_k, …) to requests that omit them (vllm#15241)".into(),
-            "start vLLM with --generation-config vllm, or send the fields in [target] extra_body (e.g. `{ repetition_penalty = 1.0 }`)".into(),
-        ),
-        Stack::Transformers | Stack::Tokenizers => (
-            "the server applies generation_config.json's defaults (repetition_penalty, top_k) over the request".into(),
-            "send the fields in [target] extra_body (e.g. `{ repetition_penalty = 1.0 }`) or remove them from generation_config.json".into(),
-        ),
-    }
+    let profile = online.ctx.stack.profile();
+    let (cause, fix) = match profile.default_sampler {
+        Some((field, cause, fix)) if !extra.contains_key(field) => (cause, fix),
+        _ => profile.sampling_cause,
+    };
+    (cause.into(), fix.into())
 }
 
 fn sampling_verdict(obs: &Observed) -> Finding {

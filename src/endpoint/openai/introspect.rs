@@ -32,41 +32,19 @@ impl Introspection {
     /// llama.cpp's `/props` and `/apply-template`, TGI's `/info` and `/chat_tokenize`, vLLM and
     /// SGLang's chat `/tokenize`), with the evidence. None when nothing tells.
     pub fn stack(&self) -> Option<(Stack, String)> {
-        let caps = self;
-        if caps.extras_tokenize {
-            return Some((
-                Stack::LlamaCppPython,
-                "the server answers POST /extras/tokenize (llama-cpp-python)".into(),
-            ));
-        }
-        if caps.apply_template
-            || caps.props.as_ref().is_some_and(|p| {
+        use crate::stack::profile::{detect, Route};
+        detect(|route| match route {
+            Route::ExtrasTokenize => self.extras_tokenize,
+            Route::ApplyTemplate => self.apply_template,
+            Route::LlamaCppProps => self.props.as_ref().is_some_and(|p| {
                 p.get("default_generation_settings").is_some() || p.get("chat_template").is_some()
-            })
-        {
-            return Some((
-                Stack::LlamaCpp,
-                "the server answers GET /props or POST /apply-template (llama.cpp)".into(),
-            ));
-        }
-        if caps.tgi_chat_tokenize
-            || caps
-                .info
-                .as_ref()
-                .is_some_and(|i| i.get("model_id").is_some() && i.get("max_input_tokens").is_some())
-        {
-            return Some((
-                Stack::Tokenizers,
-                "the server answers TGI's GET /info or POST /chat_tokenize".into(),
-            ));
-        }
-        if caps.vllm_tokenize {
-            return Some((
-                Stack::Vllm,
-                "the server answers chat POST /tokenize (vLLM, SGLang)".into(),
-            ));
-        }
-        None
+            }),
+            Route::TgiChatTokenize => self.tgi_chat_tokenize,
+            Route::TgiInfo => self.info.as_ref().is_some_and(|i| {
+                i.get("model_id").is_some() && i.get("max_input_tokens").is_some()
+            }),
+            Route::ChatTokenize => self.vllm_tokenize,
+        })
     }
 }
 
