@@ -123,10 +123,8 @@ pub fn init(o: &Options) -> Result<Written> {
     } else {
         Stack::LlamaCpp
     };
-    let mut pipeline = crate::chain::run::context::model_pipeline(&model, sft_stack)?.ok_or_else(|| {
-        Error::in_file(&o.model, "has no tokenizer and chat template to render a chat with")
-            .hint("a chat model directory ships tokenizer.json and a chat template (chat_template.jinja or tokenizer_config.json)")
-    })?;
+    let mut pipeline = crate::chain::run::context::model_pipeline(&model, sft_stack)?
+        .ok_or_else(|| crate::chain::run::context::no_pipeline(&model, "render a chat with"))?;
     // A template that prints the date renders today's: the rows are made at today, and the
     // suite pins today so that they (and the snapshots) still hold tomorrow.
     pipeline.now = Some(crate::clock::now().date().and_time(chrono::NaiveTime::MIN));

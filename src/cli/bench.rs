@@ -86,6 +86,8 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
     #[command(flatten)]
+    pub progress: super::ProgressFlag,
+    #[command(flatten)]
     pub history: super::history::HistoryFlags,
 }
 
@@ -154,7 +156,7 @@ async fn bench(a: BenchArgs) -> Result<i32> {
     let section = suite.file.latency.clone().unwrap_or_default();
     match a.mode {
         Mode::Smoke => {
-            let progress = Progress::new(a.format == Format::Text);
+            let progress = Progress::new(a.progress.wanted(a.format == Format::Text));
             let (m, _) = latency::run(
                 &suite, &spec, &target, &prompts, &section, a.update, None, &progress,
             )

@@ -11,9 +11,13 @@ use crate::report;
 use crate::suite::Suite;
 
 pub fn run_check(a: CheckArgs) -> Result<i32> {
-    let suite = Suite::load(&a.suite)?;
+    let mut suite = Suite::load(&a.suite)?;
+    if let Some(stack) = a.stack {
+        suite.file.target.get_or_insert_with(Default::default).stack = Some(stack);
+    }
     let ctx = Context::load(suite)?;
-    let findings = crate::chain::run::offline::run_offline(&ctx, true)?;
+    let progress = a.progress.wanted(a.format == Format::Text);
+    let findings = crate::chain::run::offline::run_offline(&ctx, progress)?;
     match a.format {
         Format::Json => {
             let subject = json!({"suite": ctx.suite.name, "suite_file": ctx.suite.path, "model_dir": ctx.model.root});

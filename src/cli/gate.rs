@@ -29,9 +29,8 @@ pub struct GateArgs {
     pub update: bool,
     #[command(flatten)]
     pub reports: ReportArgs,
-    /// No progress bar (it is only ever shown on a terminal).
-    #[arg(long)]
-    pub no_progress: bool,
+    #[command(flatten)]
+    pub progress: super::ProgressFlag,
     /// Stop the whole run after this many seconds and exit 3 (default: the suite's
     /// [target] deadline_s; each request also has its own timeouts).
     #[arg(long, value_name = "SECONDS")]
@@ -158,7 +157,9 @@ pub fn run(a: GateArgs) -> Result<i32> {
         suite: a.suite.clone(),
         target: a.target.clone(),
         update: a.update,
-        progress: !a.no_progress && a.reports.stdout() == report::Format::Text,
+        progress: a
+            .progress
+            .wanted(a.reports.stdout() == report::Format::Text),
         deadline_s: a.deadline,
         shard: a.shard,
         part: a.part.clone(),

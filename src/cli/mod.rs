@@ -284,8 +284,31 @@ pub struct InspectArgs {
 pub struct CheckArgs {
     /// The suite manifest (TOML).
     pub suite: PathBuf,
+    /// The serving stack the chain predicts (overrides the suite's [target] stack), as `gate
+    /// --stack` does.
+    #[arg(long, value_enum, value_name = "STACK")]
+    pub stack: Option<crate::stack::Stack>,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
+    #[command(flatten)]
+    pub progress: ProgressFlag,
+}
+
+/// `--no-progress`, taken by every command that can draw a progress bar (check, gate, bench),
+/// so a script passes the same flags to each.
+#[derive(Args, Clone, Copy, Debug, Default)]
+pub struct ProgressFlag {
+    /// No progress bar (one is only ever drawn on a terminal, and never beside a machine
+    /// format on stdout).
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+impl ProgressFlag {
+    /// Whether to draw the bar, given that stdout carries human text.
+    pub fn wanted(self, text_on_stdout: bool) -> bool {
+        !self.no_progress && text_on_stdout
+    }
 }
 
 #[derive(Args)]

@@ -8,6 +8,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::candle::CandleModel;
+use super::parsers::ReplyParsers;
 use super::{FinishReason, GenerateRequest, SamplingParams, Scored};
 use crate::error::{Error, Result};
 use crate::exchange::{
@@ -22,14 +23,19 @@ pub struct CandleTarget {
     /// The weights' dominant quantized GGUF type (None: float weights), read from the headers
     /// at load: what a reference's comparison bounds follow.
     quantization: Option<String>,
+    /// How a healthy server over these files reads a reply (think tags, tool calls): the
+    /// in-process reply is read the same way, so it equals `chatgate serve`'s.
+    parsers: Arc<ReplyParsers>,
 }
 
 impl CandleTarget {
     /// Load a model directory or .gguf file (blocking: call before the runtime gets busy).
     pub fn load(path: &Path) -> Result<CandleTarget> {
         let model = CandleModel::load(path)?;
+        let parsers = Arc::new(ReplyParsers::of(model.model_dir()));
         Ok(CandleTarget {
             path: path.to_path_buf(),
+            parsers,
             model: Arc::new(Mutex::new(model)),
             quantization: super::candle::memory::estimate(path).and_then(|e| e.quantization),
         })
@@ -77,7 +83,9 @@ impl CandleTarget {
     /// over this checkpoint answers.
     pub async fn chat(&self, req: &ChatRequest) -> Result<Record> {
         let req = req.clone();
-        self.with_model(move |m| chat_blocking(m, &req)).await
+        let parsers = self.parsers.clone();
+        self.with_model(move |m| chat_blocking(m, &req, &parsers))
+            .await
     }
 
     /// The prompt ids the model's own template gives for `messages` (add_generation_prompt).
@@ -139,7 +147,7 @@ impl CandleTarget {
 /// Alternatives scored per position: as many as the probes ask a server for (`top_logprobs`).
 pub const SCORED_TOP: usize = 5;
 
-fn chat_blocking(m: &mut CandleModel, req: &ChatRequest) -> Result<Record> {
+fn chat_blocking(m: &mut CandleModel, req: &ChatRequest, parsers: &ReplyParsers) -> Result<Record> {
     let tools = req.tools.clone().map(Value::Array);
     let (_, prompt_ids) = m.render_chat(&req.messages, tools.as_ref(), true)?;
     let room = m.context_length().saturating_sub(prompt_ids.len());
@@ -158,7 +166,18 @@ fn chat_blocking(m: &mut CandleModel, req: &ChatRequest) -> Result<Record> {
             repetition_penalty,
             seed: req.seed.unwrap_or(0),
         },
-        stop_token_ids: Vec::new(),
+        // vLLM's request field; `chatgate serve` takes it too.
+        stop_token_ids: req
+            .extra
+            .get("stop_token_ids")
+            .and_then(Value::as_array)
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(Value::as_u64)
+                    .filter_map(|id| u32::try_from(id).ok())
+                    .collect()
+            })
+            .unwrap_or_default(),
         stop_strings: req.stop.clone(),
         top_logprobs: req.top_logprobs.map(usize::from),
         ignore_eos: false,
@@ -208,9 +227,24 @@ fn chat_blocking(m: &mut CandleModel, req: &ChatRequest) -> Result<Record> {
                 .collect(),
         );
     }
-    rec.text = g.text;
+    let parse_tools =
+        ReplyParsers::parses_tools(req.tools.as_deref(), req.extra.get("tool_choice"));
+    let read = parsers.read(&g.text, parse_tools);
+    rec.text = read.content;
+    if !read.reasoning.is_empty() {
+        rec.reasoning = read.reasoning;
+        rec.reasoning_field = Some("reasoning_content");
+    }
+    let called = !read.calls.is_empty();
+    rec.tool_calls = read
+        .calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| c.to_openai(&format!("call_{i}")))
+        .collect();
     rec.finish_reason = Some(
         match g.finish_reason {
+            _ if called => "tool_calls",
             FinishReason::Stop => "stop",
             FinishReason::Length => "length",
         }

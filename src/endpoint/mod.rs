@@ -7,6 +7,7 @@
 pub mod candle;
 pub mod local;
 pub mod openai;
+pub mod parsers;
 pub mod reference;
 pub mod spec;
 pub mod sse;

@@ -134,7 +134,10 @@ pub fn load(opts: &ServeOptions) -> Result<Arc<AppState>> {
     let dir = engine.model().model_dir();
     let fingerprint = fingerprint(dir)?;
     let tokens = Tokens(dir.tokenizer.as_ref().map(|t| t.tokenizer.clone()));
-    let (reasoning, tool_calls) = framing(dir);
+    let crate::endpoint::parsers::ReplyParsers {
+        reasoning,
+        calls: tool_calls,
+    } = crate::endpoint::parsers::ReplyParsers::of(dir);
     let root = std::fs::canonicalize(&opts.model)
         .unwrap_or_else(|_| opts.model.clone())
         .display()
@@ -160,29 +163,6 @@ pub fn load(opts: &ServeOptions) -> Result<Arc<AppState>> {
         reasoning,
         tool_calls,
     }))
-}
-
-/// The parsers' framings from the model's own chat template: its think tags (harmony's
-/// channels are tokens this server does not parse) and its tool-call framing (when the name sits
-/// inside the call's JSON).
-fn framing(
-    dir: &crate::artifacts::ModelDir,
-) -> (
-    Option<crate::template::framing::Reasoning>,
-    Option<crate::template::framing::Call>,
-) {
-    let Some(template) = dir
-        .templates
-        .select(false)
-        .and_then(|source| crate::template::ChatTemplate::new(&source.text).ok())
-    else {
-        return (None, None);
-    };
-    let f = crate::template::framing::derive(&template, &dir.special_tokens());
-    (
-        f.reasoning.filter(|r| !r.harmony()),
-        f.tools.call.filter(|c| c.parseable()),
-    )
 }
 
 /// The axum application.

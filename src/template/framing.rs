@@ -505,8 +505,9 @@ enum Inside {
 /// Splits a reply's text, piece by piece as it streams, into reasoning and content the way
 /// vLLM's `deepseek_r1` parser and llama-server's `--reasoning-format deepseek` do: a reply
 /// whose prompt opened the block is reasoning up to the close tag; otherwise a reply that starts
-/// with the open tag is reasoning up to the close; the rest is content, its leading whitespace
-/// dropped. Text that may be the start of a tag is held back until it is known.
+/// with the open tag is reasoning up to the close; the rest is content, the whitespace between
+/// the close tag and it dropped. A reply with no block is all content, byte for byte. Text that
+/// may be the start of a tag is held back until it is known.
 #[derive(Debug, Clone)]
 pub struct Splitter {
     open: String,
@@ -547,7 +548,10 @@ impl Splitter {
                         self.held = rest.to_string();
                         self.inside = Inside::Reasoning;
                     } else {
+                        // No block: the reply is content from its first byte, leading space
+                        // and all (vLLM's parsers and the in-process model keep it).
                         self.inside = Inside::Content;
+                        self.content_started = true;
                     }
                 }
                 Inside::Reasoning => match self.held.find(self.close.as_str()) {
@@ -585,7 +589,8 @@ impl Splitter {
         let mut out = Vec::new();
         match self.inside {
             Inside::Reasoning => push_part(&mut out, Part::Reasoning(held)),
-            Inside::Start | Inside::Content => {
+            Inside::Start => push_part(&mut out, Part::Content(held)),
+            Inside::Content => {
                 let text = if self.content_started {
                     held
                 } else {
@@ -678,6 +683,27 @@ mod tests {
             own().split("Just an answer."),
             (String::new(), "Just an answer.".into())
         );
+        // No block: the content keeps its first byte (a leading space is part of the reply).
+        assert_eq!(
+            own().split(" wease ben"),
+            (String::new(), " wease ben".into())
+        );
+        assert_eq!(own().split("\n"), (String::new(), "\n".into()));
+        let mut streamed = own();
+        let mut content = String::new();
+        for piece in [" ", " we", "ase"] {
+            for p in streamed.push(piece) {
+                if let Part::Content(c) = p {
+                    content.push_str(&c);
+                }
+            }
+        }
+        for p in streamed.finish() {
+            if let Part::Content(c) = p {
+                content.push_str(&c);
+            }
+        }
+        assert_eq!(content, "  wease");
     }
 
     /// Streamed one character at a time, the parts join to the whole reply's split: a tag split

@@ -372,3 +372,33 @@ fn credentials_in_a_target_url_are_refused_without_being_printed() {
         }
     }
 }
+
+/// A GGUF with a tokenizer and no chat template (a base model's, as llama.cpp converts it) is
+/// refused for what it lacks — the template, and how to add one — not for a tokenizer it has.
+#[test]
+fn init_on_a_gguf_without_a_template_names_the_template_not_the_tokenizer() {
+    // SmolLM2's corpus copy has tokenizer.json and no chat template.
+    let (standin, _) =
+        crate::common::families::Family::corpus("SmolLM2", "SmolLM2-135M-Instruct").standin();
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = tmp.path().join("s.toml");
+    for model in [standin.join("model.gguf"), standin.clone()] {
+        let err = assert_bad_input(
+            &[
+                "init",
+                suite.to_str().unwrap(),
+                "--model",
+                model.to_str().unwrap(),
+            ],
+            "has no chat template",
+        );
+        assert!(!err.contains("has no tokenizer"), "{err}");
+        if model.is_file() {
+            assert!(
+                err.contains("gguf-new-metadata --chat-template-file"),
+                "{err}"
+            );
+        }
+        assert!(!suite.exists());
+    }
+}

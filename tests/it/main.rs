@@ -34,6 +34,7 @@ mod reasoning_split;
 mod render_contract;
 mod report_formats;
 mod serve_http;
+mod serve_parity;
 mod sft_scale;
 mod shard_merge;
 mod signals;

@@ -345,6 +345,31 @@ pub fn model_pipeline(model: &ModelDir, stack: Stack) -> Result<Option<Pipeline>
     pipeline(feed, source, model).map(Some)
 }
 
+/// Why [`model_pipeline`] found nothing to render a chat with, naming what is missing: the
+/// tokenizer, the chat template, or both — and for a GGUF, how a user adds a template to it.
+pub fn no_pipeline(model: &ModelDir, purpose: &str) -> Error {
+    let gguf = model.root.is_file();
+    let (what, hint) = match (model.tokenizer.is_some(), model.templates.select(false).is_some()) {
+        (true, _) if gguf => (
+            "has no chat template (no tokenizer.chat_template in its metadata)",
+            "add one the way llama.cpp's converter does: `gguf-new-metadata --chat-template-file TEMPLATE.jinja IN.gguf OUT.gguf` (PyPI: gguf), or serve a model directory whose tokenizer_config.json or chat_template.jinja has it",
+        ),
+        (true, _) => (
+            "has no chat template",
+            "a chat model directory ships one in chat_template.jinja or tokenizer_config.json's chat_template (base models have none: gate the instruct model)",
+        ),
+        (false, true) => (
+            "has no tokenizer",
+            "a model directory ships tokenizer.json; a GGUF carries tokenizer.ggml.* metadata",
+        ),
+        (false, false) => (
+            "has no tokenizer and no chat template",
+            "a chat model directory ships tokenizer.json and a chat template (chat_template.jinja or tokenizer_config.json)",
+        ),
+    };
+    Error::in_file(&model.root, format!("{what} to {purpose}")).hint(hint)
+}
+
 /// A feed's tokenizer and special tokens with the template it serves.
 pub(super) fn pipeline(
     feed: crate::stack::Feed,
