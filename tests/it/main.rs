@@ -15,6 +15,7 @@ mod cli_errors;
 mod family_matrix;
 mod framing_templates;
 mod fingerprint_quantized;
+mod fingerprint_real;
 mod fingerprint_recorded;
 mod gate_e2e;
 mod help_pages;

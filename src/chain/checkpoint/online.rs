@@ -121,6 +121,35 @@ fn tolerance(online: &Online, quantization: Option<&str>) -> Tolerance {
         .overridden_by(online.ctx.suite.file.reference.as_ref())
 }
 
+/// The bounds for a teacher-forcing reference: the pair decides. A local reference that is the
+/// locked file itself may differ from the server by kernel noise only, so a requantized copy
+/// served under the same name cannot hide inside a quantized reference's wide bounds.
+fn pair_tolerance(online: &Online, reference: &Forcer) -> Tolerance {
+    let kind = Tolerance::for_quantization(reference.quantization());
+    let kind = match reference {
+        Forcer::Local(r) if is_locked_file(online, r.path()) => kind.same_file(),
+        _ => kind,
+    };
+    kind.overridden_by(online.ctx.suite.file.reference.as_ref())
+}
+
+/// Whether `path` holds the weights the suite's lock pins: the suite's own model, or a copy
+/// whose weights hash to the locked identity.
+fn is_locked_file(online: &Online, path: &std::path::Path) -> bool {
+    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).ok();
+    let Some(lock) = online.ctx.lock.as_ref() else {
+        return false;
+    };
+    if canonical(path).is_some_and(|p| Some(p) == canonical(&online.ctx.model.root)) {
+        // The suite's model: checkpoint.weights-hash has judged it against the lock already
+        // (an error there comes first), so it is not hashed twice.
+        return true;
+    }
+    crate::artifacts::ModelDir::open(path)
+        .and_then(|m| m.hash_weights())
+        .is_ok_and(|w| w.total == lock.weights.total)
+}
+
 /// The server's generated ids: reported, or recovered through its own tokenizer.
 async fn reply_ids(online: &Online<'_>, main: &Record) -> Option<Vec<u32>> {
     match first_reply_ids(main, online) {
@@ -182,7 +211,7 @@ impl Forcer<'_> {
 
 /// The reference teacher-forced: its logprobs of the server's own tokens.
 async fn teacher_forced(online: &Online<'_>, obs: &Observed, reference: Forcer<'_>) -> Finding {
-    let tol = tolerance(online, reference.quantization());
+    let tol = pair_tolerance(online, &reference);
     let mut t = Tally::default();
     for run in &obs.runs {
         let Some(main) = run.main() else { continue };

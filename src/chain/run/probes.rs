@@ -572,11 +572,11 @@ pub fn vocab_id(tok: &tokenizers::Tokenizer, token: &str) -> Option<u32> {
         .and_then(|d| serde_json::to_string(d).ok())
         .is_some_and(|d| d.contains("\"ByteLevel\""));
     if byte_level {
-        if let Some(id) = tok.token_to_id(token) {
-            return Some(id);
-        }
+        // The byte-level spelling first: a character of the Latin-1 range is also a piece of
+        // its own that stands for one byte (`É` is the byte 0xC9, while the text "É" is the
+        // bytes C3 89, spelled `Ãī`), so looking the text up as it is finds another token.
         let spelled: String = token.bytes().map(byte_to_unicode).collect();
-        return tok.token_to_id(&spelled);
+        return tok.token_to_id(&spelled).or_else(|| tok.token_to_id(token));
     }
     let spelled = token.replace(' ', "\u{2581}");
     let found = tok.token_to_id(token).or_else(|| tok.token_to_id(&spelled));
@@ -674,6 +674,25 @@ mod vocab_id_tests {
         let tok = load("models/tiny-chat/tokenizer.json");
         let n = maps_back(&tok, |id, _| tok.decode(&[id], false).unwrap_or_default());
         assert!(n > 300, "{n}");
+        // Real vocabularies, whose Latin-1 byte pieces (`É` = the byte 0xC9) look like the text
+        // of other tokens (`Ãī` decodes to "É"): the whole vocabulary maps back.
+        for (file, at_least) in [
+            (
+                "tests/corpus/models/SmolLM2-135M-Instruct/tokenizer.json",
+                45_000,
+            ),
+            (
+                "tests/corpus/models/Qwen2.5-0.5B-Instruct/tokenizer.json",
+                140_000,
+            ),
+        ] {
+            let tok = load(file);
+            let n = maps_back(&tok, |id, _| tok.decode(&[id], false).unwrap_or_default());
+            assert!(n > at_least, "{file}: {n}");
+            let e_acute = tok.encode("É", false).unwrap().get_ids().to_vec();
+            assert_eq!(e_acute.len(), 1, "{file}");
+            assert_eq!(vocab_id(&tok, "É"), Some(e_acute[0]), "{file}");
+        }
     }
 
     #[test]
