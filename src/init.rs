@@ -403,10 +403,7 @@ fn suite_text(
     }
     t.push_str("# connect_timeout_s = 5.0\n# read_timeout_s = 30.0\n# total_timeout_s = 120.0\n\n");
     if o.target.is_some() {
-        t.push_str(&format!(
-            "[reference]\n# The checkpoint the server should serve, run locally for the behavioural fingerprint.\nmodel = {}\n\n",
-            toml_str(model_rel)
-        ));
+        t.push_str(&reference_section(model, model_rel));
     }
     t.push_str(&format!(
         "[server]\n# Online probes (defaults shown).\n# probes = 4\n# repeats = 3\n# concurrency = 2\n# max_tokens = 24\n\n\
@@ -479,4 +476,60 @@ fn generation_section(model: &ModelDir) -> String {
     }
     t.push('\n');
     t
+}
+
+/// `[reference]` for a suite with a server target: the model itself, run in-process, when the
+/// candle target runs its architecture; else the line commented out with why, and the ways
+/// that work (a reference server, or none: the fingerprint then says it is not checked).
+fn reference_section(model: &ModelDir, model_rel: &str) -> String {
+    let line = format!("model = {}", toml_str(model_rel));
+    match crate::endpoint::candle::runs(model) {
+        Ok(()) => format!(
+            "[reference]\n# The checkpoint the server should serve, run locally for the behavioural fingerprint.\n{line}\n\n"
+        ),
+        Err(why) => format!(
+            "[reference]\n# The checkpoint the server should serve, for the behavioural fingerprint. Not run\n\
+             # in-process here: {why}.\n\
+             # Point it at a deployment of the same checkpoint that teacher-forces (vLLM, SGLang, TGI with\n\
+             # --enable-prefill-logprobs, llama-server) with url = \"http://HOST:PORT\"; until then\n\
+             # checkpoint.fingerprint says the served checkpoint is not fingerprinted.\n# {line}\n\n"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod reference_tests {
+    use super::*;
+
+    /// A copy of tiny-chat's GGUF whose `general.architecture` is `arch` (five letters, patched
+    /// in place).
+    fn with_architecture(arch: &str, dir: &Path) -> PathBuf {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/tiny-chat/model.gguf");
+        let mut bytes = std::fs::read(src).unwrap();
+        let key = b"general.architecture";
+        let at = bytes.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+        // type tag 8 (string), u64 length 5, then the bytes.
+        assert_eq!(&bytes[at + 12..at + 17], b"llama");
+        bytes[at + 12..at + 17].copy_from_slice(arch.as_bytes());
+        let out = dir.join("model.gguf");
+        std::fs::write(&out, bytes).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_reference_init_writes_is_one_the_gate_can_load_or_says_why_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let runs = ModelDir::open(&with_architecture("llama", tmp.path())).unwrap();
+        let text = reference_section(&runs, "../model.gguf");
+        assert!(text.contains("\nmodel = \"../model.gguf\"\n"), "{text}");
+        let other = tempfile::tempdir().unwrap();
+        let not = ModelDir::open(&with_architecture("olmo2", other.path())).unwrap();
+        let text = reference_section(&not, "../model.gguf");
+        assert!(text.contains("\n# model = \"../model.gguf\"\n"), "{text}");
+        assert!(text.contains("general.architecture is \"olmo2\""), "{text}");
+        assert!(text.contains("url = "), "{text}");
+        // What it writes is a valid [reference] table with no model.
+        let parsed: toml::Value = toml::from_str(&text).unwrap();
+        assert!(parsed["reference"].get("model").is_none(), "{text}");
+    }
 }

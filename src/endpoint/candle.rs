@@ -39,6 +39,40 @@ use crate::artifacts::{ModelConfig, ModelDir, WeightFormat};
 use crate::error::{Error, Result};
 use crate::template::{ChatTemplate, RenderRequest, TemplateError};
 
+/// The GGUF `general.architecture`s the candle target runs.
+pub const GGUF_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "gemma2"];
+/// The config.json `model_type`s the candle target runs.
+pub const HF_MODEL_TYPES: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2"];
+
+/// Whether the candle target can run `dir`'s weights, read from its headers without loading
+/// them: Err says why not (its architecture, and the ones it runs).
+pub fn runs(dir: &ModelDir) -> std::result::Result<(), String> {
+    if let Some(info) = &dir.gguf {
+        let arch = info.architecture().unwrap_or_default();
+        return if GGUF_ARCHITECTURES.contains(&arch) {
+            Ok(())
+        } else {
+            Err(format!(
+                "general.architecture is \"{arch}\"; the candle target runs {} GGUF files",
+                GGUF_ARCHITECTURES.join(", ")
+            ))
+        };
+    }
+    let model_type = dir
+        .config
+        .as_ref()
+        .and_then(|c| c.model_type.as_deref())
+        .unwrap_or("llama");
+    if HF_MODEL_TYPES.contains(&model_type) {
+        Ok(())
+    } else {
+        Err(format!(
+            "model_type \"{model_type}\"; the candle target runs {} checkpoints",
+            HF_MODEL_TYPES.join(", ")
+        ))
+    }
+}
+
 pub mod detok;
 mod gguf;
 mod hyper;

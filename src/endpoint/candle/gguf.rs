@@ -11,10 +11,13 @@ impl CandleModel {
         let md_str = |k: &str| ct.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
         let md_uint = |k: &str| ct.metadata.get(k).and_then(gguf_uint);
         let arch = md_str("general.architecture").unwrap_or_default();
-        if !matches!(arch.as_str(), "llama" | "qwen2" | "qwen3" | "gemma2") {
+        if !GGUF_ARCHITECTURES.contains(&arch.as_str()) {
             return Err(Error::in_file(
                 path,
-                format!("general.architecture is \"{arch}\"; the candle target runs llama, qwen2, qwen3 and gemma2 GGUF files"),
+                format!(
+                    "general.architecture is \"{arch}\"; the candle target runs {} GGUF files",
+                    GGUF_ARCHITECTURES.join(", ")
+                ),
             )
             .hint("use a server target (llama.cpp) for this file"));
         }
