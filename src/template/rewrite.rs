@@ -41,8 +41,10 @@ struct Rewriter<'s> {
     brackets: Vec<(usize, usize, Bracket, usize)>,
 }
 
-/// jinja2 decodes string literals with Python's `unicode-escape`; minijinja lacks `\a`, `\v`
-/// and `\UXXXXXXXX`. Rewrites those escapes inside string literals to forms minijinja reads.
+/// jinja2 decodes string literals with Python's `unicode-escape`; minijinja lacks `\a`, `\v`,
+/// `\UXXXXXXXX`, `\N{NAME}` and the backslash-newline line continuation (Python drops both
+/// characters: Mistral Small 3.1's official template writes its default system prompt that
+/// way). Rewrites those escapes inside string literals to forms minijinja reads.
 pub fn normalize_string_escapes(source: &str, syntax: &SyntaxConfig) -> String {
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     for tok in tokenize(source, false, syntax.clone()) {
@@ -56,7 +58,10 @@ pub fn normalize_string_escapes(source: &str, syntax: &SyntaxConfig) -> String {
         let Some(raw) = source.get(start..end) else {
             continue;
         };
-        if !raw.contains("\\a") && !raw.contains("\\v") && !raw.contains("\\U") {
+        if !["\\a", "\\v", "\\U", "\\N{", "\\\n", "\\\r\n"]
+            .iter()
+            .any(|e| raw.contains(e))
+        {
             continue;
         }
         let mut out = String::with_capacity(raw.len() + 8);
@@ -67,17 +72,32 @@ pub fn normalize_string_escapes(source: &str, syntax: &SyntaxConfig) -> String {
                 continue;
             }
             match chars.next() {
+                // A line continuation: the backslash and the newline (jinja2 turns CRLF into
+                // LF first) are both dropped.
+                Some('\n') => {}
+                Some('\r') if chars.clone().next() == Some('\n') => {
+                    chars.next();
+                }
+                Some('N') if chars.clone().next() == Some('{') => {
+                    let name: String = chars.clone().skip(1).take_while(|&c| c != '}').collect();
+                    match unicode_names2::character(&name) {
+                        Some(ch) if chars.clone().nth(name.chars().count() + 1) == Some('}') => {
+                            push_char(&mut out, ch);
+                            for _ in 0..name.chars().count() + 2 {
+                                chars.next();
+                            }
+                        }
+                        // Python refuses an unknown name; leave it for minijinja to refuse.
+                        _ => out.push_str("\\N"),
+                    }
+                }
                 Some('a') => out.push_str("\\x07"),
                 Some('v') => out.push_str("\\x0b"),
                 Some('U') => {
                     let hex: String = chars.clone().take(8).collect();
                     match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
                         Some(ch) if hex.len() == 8 => {
-                            if ch.is_ascii() {
-                                out.push_str(&format!("\\x{:02x}", ch as u32));
-                            } else {
-                                out.push(ch);
-                            }
+                            push_char(&mut out, ch);
                             for _ in 0..8 {
                                 chars.next();
                             }
@@ -106,6 +126,16 @@ pub fn normalize_string_escapes(source: &str, syntax: &SyntaxConfig) -> String {
     }
     out.push_str(&source[pos..]);
     out
+}
+
+/// A decoded character inside a string literal: an ASCII one as a `\xNN` escape (it may be a
+/// quote or a backslash), any other as itself.
+fn push_char(out: &mut String, ch: char) {
+    if ch.is_ascii() {
+        out.push_str(&format!("\\x{:02x}", ch as u32));
+    } else {
+        out.push(ch);
+    }
 }
 
 /// jinja2 3.1's built-in filters plus transformers' `tojson` and our generation filter.

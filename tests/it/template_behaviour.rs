@@ -282,3 +282,29 @@ fn deep_pprint_is_a_recursion_error_not_a_hang() {
     let shallow = render("{{ [[1, 2], {'a': 3}] | pprint }}", vec![user("hi")]).unwrap();
     assert!(shallow.contains('2') && shallow.contains('3'), "{shallow}");
 }
+
+/// String literals decode as Python's `unicode-escape` does in jinja2's lexer: a backslash-newline
+/// is a line continuation (both characters dropped; CRLF first becomes LF), and `\N{NAME}` is the
+/// named character, case-insensitive. Expected values rendered by jinja2 3.1.6 (the
+/// transformers 5.23 venv of scripts/servers/install-transformers-serve.sh):
+/// `jinja2.Environment().from_string(src).render()`.
+#[test]
+fn string_literals_decode_line_continuations_and_named_characters_as_python_does() {
+    for (src, want) in [
+        ("{{ 'one \\\ntwo' }}", "one two"),
+        ("{{ 'a\\\r\nb' }}", "ab"),
+        ("{{ \"x \\\ny\" }}", "x y"),
+        (
+            "{{ '\\N{EM DASH}x\\N{LATIN SMALL LETTER E WITH ACUTE}' }}",
+            "—xé",
+        ),
+        ("{{ '\\N{em dash}' }}", "—"),
+        // Mistral Small 3.1's default system prompt is written this way.
+        (
+            "{%- set default = \"You are Mistral Small 3.1, a Large Language Model (LLM) \\\ncreated by Mistral AI.\" %}{{ default }}",
+            "You are Mistral Small 3.1, a Large Language Model (LLM) created by Mistral AI.",
+        ),
+    ] {
+        assert_eq!(render(src, vec![user("hi")]).unwrap(), want, "{src:?}");
+    }
+}
