@@ -268,8 +268,24 @@ pub struct RenderArgs {
     /// BOS deduplicated), `llama-cpp-python` (the GGUF's, no BOS added).
     #[arg(long, value_enum, default_value = "transformers")]
     pub stack: crate::stack::Stack,
+    /// Extra template variables, as a JSON object: what a server's `chat_template_kwargs` or
+    /// apply_chat_template's keyword arguments pass, e.g. '{"enable_thinking": false}',
+    /// '{"reasoning_effort": "high"}'.
+    #[arg(long, value_name = "JSON", value_parser = parse_template_kwargs)]
+    pub template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
+}
+
+/// `--template-kwargs`: a JSON object.
+fn parse_template_kwargs(
+    s: &str,
+) -> std::result::Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str(s) {
+        Ok(serde_json::Value::Object(m)) => Ok(m),
+        Ok(other) => Err(format!("a JSON object of variables is needed, not {other}")),
+        Err(e) => Err(format!("not JSON: {e}")),
+    }
 }
 
 #[derive(Args)]

@@ -183,6 +183,7 @@ pub fn render(a: &RenderArgs) -> Result<RenderOutput> {
             add_generation_prompt: a.add_generation_prompt,
             continue_final_message: a.continue_final_message,
             special_tokens: special,
+            extra: a.template_kwargs.clone().unwrap_or_default(),
             ..Default::default()
         })
         .map_err(|e| Error::in_file(&origin, e.to_string()))?;

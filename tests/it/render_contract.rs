@@ -32,6 +32,7 @@ fn args_on(model: &Path, messages: &Path, add_generation_prompt: bool, stack: St
         continue_final_message: false,
         bos_token: None,
         eos_token: None,
+        template_kwargs: None,
         format: Format::Json,
     }
 }
@@ -430,4 +431,48 @@ fn model_dirs_without_tokenizer_json_render_like_transformers() {
         "{text}"
     );
     assert!(!text.contains("pass --model DIR"), "{text}");
+}
+
+/// `--template-kwargs` reaches the template as apply_chat_template's keyword arguments do:
+/// Qwen3's template closes an empty think block in the generation prompt when
+/// `enable_thinking` is false. Expected texts: transformers 5.23's `render_jinja_template(...,
+/// add_generation_prompt=True, **kwargs)` on the same template and messages.
+#[test]
+fn template_kwargs_reach_the_template() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = tmp.path().join("m.json");
+    fs::write(&m, r#"[{"role": "user", "content": "Hi"}]"#).unwrap();
+    let template = corpus().join("templates/Qwen-Qwen3.jinja");
+    let run = |extra: &[&str]| {
+        let out = Command::cargo_bin("chatgate")
+            .unwrap()
+            .args(["render", "--template"])
+            .arg(&template)
+            .arg("--messages")
+            .arg(&m)
+            .args(["--add-generation-prompt", "--format", "json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), out.stdout, err)
+    };
+    let (code, out, err) = run(&[]);
+    assert_eq!(code, Some(0), "{err}");
+    let text = serde_json::from_slice::<Value>(&out).unwrap()["text"].clone();
+    assert_eq!(
+        text,
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let (code, out, err) = run(&["--template-kwargs", r#"{"enable_thinking": false}"#]);
+    assert_eq!(code, Some(0), "{err}");
+    let text = serde_json::from_slice::<Value>(&out).unwrap()["text"].clone();
+    assert_eq!(
+        text,
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    );
+    // Not an object: bad input, said plainly.
+    let (code, _, err) = run(&["--template-kwargs", "[1]"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("a JSON object"), "{err}");
 }
