@@ -47,7 +47,13 @@ pub const HF_MODEL_TYPES: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "phi
 /// Whether the candle target can run `dir`'s weights, read from its headers without loading
 /// them: Err says why not (its architecture, and the ones it runs).
 pub fn runs(dir: &ModelDir) -> std::result::Result<(), String> {
-    if let Some(info) = &dir.gguf {
+    // As `CandleModel::load` picks: safetensors first, else the GGUF.
+    let safetensors = dir
+        .weights
+        .iter()
+        .any(|w| w.format == WeightFormat::Safetensors)
+        || dir.shard_index.is_some();
+    if let Some(info) = dir.gguf.as_ref().filter(|_| !safetensors) {
         let arch = info.architecture().unwrap_or_default();
         return if GGUF_ARCHITECTURES.contains(&arch) {
             Ok(())
