@@ -11,6 +11,7 @@ pub const BOOK: &str = "https://github.com/chatgate/chatgate/blob/main/docs";
 /// Subcommand → its page, relative to docs/.
 pub const PAGES: &[(&str, &str)] = &[
     ("render", "commands/render.md"),
+    ("parse-reply", "commands/parse-reply.md"),
     ("inspect", "commands/inspect.md"),
     ("check", "commands/check.md"),
     ("lock", "commands/lock.md"),

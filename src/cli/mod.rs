@@ -12,6 +12,7 @@ mod inspect;
 pub mod merge;
 mod output;
 pub mod proxy;
+pub mod parse_reply;
 pub mod render;
 mod serve;
 pub mod snapshots;
@@ -54,6 +55,14 @@ The messages file is a JSON list of messages, or an object {\"messages\": [...],
 A template that fails to parse, raises (raise_exception) or runs out of fuel exits 2 with the template's own message."
     )]
     Render(RenderArgs),
+    /// Read a completion as a correct server must: reasoning, content and typed tool calls, by the template's own framing.
+    #[command(
+        name = "parse-reply",
+        long_about = "Read a completion — the text the model wrote after the generation prompt, special tokens spelled out — the way a correct OpenAI-compatible server must turn it into a message: the reasoning split off, the tool calls read in the framing the chat template writes them (Hermes JSON, Llama 3.x JSON, Mistral's [TOOL_CALLS] array and [ARGS] forms, Qwen3-Coder XML, GLM arg_key/arg_value, Kimi-K2, DeepSeek V3/V3.1/V3.2, MiniMax-M2, Gemma 4, gpt-oss harmony), their arguments typed by the tools' JSON schemas the way the family's reference parser types them.\n\nThe framing comes from the template (its markers and a render of a probe call), never from the model's name.\n\nPrints {\"content\", \"reasoning_content\", \"tool_calls\": [{\"name\", \"arguments\"}]} with --format json, plus how it read it and notes (where the schema was silent, a call cut off by the token limit).\n\nExit 0: read. Exit 1: part of the completion cannot be read (where and why are printed). Exit 2: bad input.",
+        after_help = "Example:\n  chatgate parse-reply --model DIR --text reply.txt --tools tools.json --format json\n  \
+printf '<tool_call>\\n{\"name\": \"f\", \"arguments\": {}}\\n</tool_call>' | chatgate parse-reply --template t.jinja --text -"
+    )]
+    ParseReply(ParseReplyArgs),
     /// Show what a model directory (or GGUF file) ships: weights identity, tokenizer, templates, generation config.
     #[command(
         long_about = "Show what a model directory (Hugging Face layout) or a GGUF file ships: content hashes of \
@@ -289,6 +298,36 @@ fn parse_template_kwargs(
 }
 
 #[derive(Args)]
+pub struct ParseReplyArgs {
+    /// Model directory (or .gguf file): its serving chat template and special tokens.
+    #[arg(long, value_name = "DIR", required_unless_present = "template")]
+    pub model: Option<PathBuf>,
+    /// Read with this template file instead of the model's.
+    #[arg(long, value_name = "FILE.jinja")]
+    pub template: Option<PathBuf>,
+    /// The completion as the model wrote it, special tokens spelled out (`-`: standard input).
+    #[arg(long, value_name = "FILE")]
+    pub text: PathBuf,
+    /// The request's tools: a JSON list of OpenAI tool objects, or {"tools": [...]}. Their
+    /// schemas type the arguments; without them values stay as the format writes them.
+    #[arg(long, value_name = "FILE.json")]
+    pub tools: Option<PathBuf>,
+    /// The template's bos_token (default: the model directory's).
+    #[arg(long, value_name = "S")]
+    pub bos_token: Option<String>,
+    /// The template's eos_token (default: the model directory's; templates that write it after
+    /// each turn need it to render a call).
+    #[arg(long, value_name = "S")]
+    pub eos_token: Option<String>,
+    /// The request's chat_template_kwargs, e.g. '{"enable_thinking": false}': they decide
+    /// whether the generation prompt opened a think block.
+    #[arg(long, value_name = "JSON", value_parser = parse_template_kwargs)]
+    pub template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+#[derive(Args)]
 pub struct InspectArgs {
     /// A model directory (Hugging Face layout) or a .gguf file.
     pub dir: PathBuf,
@@ -377,6 +416,7 @@ pub fn run(cli: Cli) -> i32 {
     }
     let result: Result<i32> = match cli.command {
         Command::Render(a) => render::run(a),
+        Command::ParseReply(a) => parse_reply::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Check(a) => check::run_check(a),
         Command::Lock(a) => check::run_lock(a),

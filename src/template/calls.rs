@@ -75,7 +75,13 @@ impl Call {
     /// The calls in `text`; None for a framing not read here.
     pub fn parse(&self, text: &str) -> Option<Parsed> {
         let key = self.arguments_key.as_deref()?;
+        // Mistral Nemo's framing opens `[TOOL_CALLS][`: the array's bracket belongs to the
+        // JSON, so that every call in it is read.
         let marker = self.marker();
+        let marker = marker
+            .strip_suffix('[')
+            .filter(|m| !m.is_empty())
+            .unwrap_or(marker);
         if marker.is_empty() {
             return Some(self.parse_bare(text, key));
         }

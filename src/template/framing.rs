@@ -154,6 +154,14 @@ const QWEN3_THINK: Parser = Parser {
     vllm: Some("qwen3"),
     llama_cpp: Some("--reasoning-format deepseek"),
 };
+const MISTRAL_THINK: Parser = Parser {
+    vllm: Some("mistral"),
+    llama_cpp: Some("--reasoning-format auto (its Magistral format)"),
+};
+const GEMMA4_THINK: Parser = Parser {
+    vllm: Some("gemma4"),
+    llama_cpp: Some("--reasoning-format auto (its Gemma 4 format)"),
+};
 const HARMONY: Parser = Parser {
     vllm: Some("openai_gptoss"),
     llama_cpp: Some("--reasoning-format auto (its GPT-OSS format)"),
@@ -221,6 +229,8 @@ fn calling(names: &[&str], content: Value, args_as_string: bool) -> Value {
 struct Prober<'a> {
     template: &'a ChatTemplate,
     special: &'a SpecialTokens,
+    /// The request's `chat_template_kwargs`, under every probe (a probe's own win).
+    kwargs: &'a serde_json::Map<String, Value>,
 }
 
 impl Prober<'_> {
@@ -236,9 +246,11 @@ impl Prober<'_> {
             tools,
             add_generation_prompt: generation,
             special_tokens: self.special.clone(),
-            extra: extra
+            extra: self
+                .kwargs
                 .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .chain(extra.iter().map(|(k, v)| (k.to_string(), v.clone())))
                 .collect(),
             // A fixed day: templates that print the date render the same text every time.
             now: chrono::NaiveDate::from_ymd_opt(2026, 1, 1).and_then(|d| d.and_hms_opt(0, 0, 0)),
@@ -291,7 +303,21 @@ fn shared_header(a: &str, b: &str) -> usize {
 
 /// The framing `template` gives reasoning and tool calls.
 pub fn derive(template: &ChatTemplate, special: &SpecialTokens) -> Framing {
-    let p = Prober { template, special };
+    derive_with(template, special, &serde_json::Map::new())
+}
+
+/// The framing under a request's `chat_template_kwargs` (`enable_thinking: false` closes the
+/// think block in the generation prompt, so the reply starts as content).
+pub fn derive_with(
+    template: &ChatTemplate,
+    special: &SpecialTokens,
+    kwargs: &serde_json::Map<String, Value>,
+) -> Framing {
+    let p = Prober {
+        template,
+        special,
+        kwargs,
+    };
     let reasoning = reasoning(&p);
     let mut call = call(&p);
     // A turn that reasons before it calls (Qwen3 writes an empty think block into the last
@@ -426,6 +452,16 @@ fn reasoning(p: &Prober) -> Option<Reasoning> {
             "<|channel|>analysis<|message|>".to_string(),
             "<|end|>".to_string(),
             HARMONY,
+        )
+    } else if source.contains("[THINK]") && source.contains("[/THINK]") {
+        // Magistral / Ministral 3 (v13 tokenizers): the tags are special tokens, not `<…>`.
+        ("[THINK]".to_string(), "[/THINK]".to_string(), MISTRAL_THINK)
+    } else if source.contains("<|channel>") && source.contains("<channel|>") {
+        // Gemma 4: `<|channel>thought\n…<channel|>`; the channel's name is not reasoning.
+        (
+            "<|channel>thought".to_string(),
+            "<channel|>".to_string(),
+            GEMMA4_THINK,
         )
     } else {
         let (open, close) = think_tags(p)?;

@@ -30,6 +30,7 @@ mod pyprintable;
 mod pyrepr;
 mod rewrite;
 pub mod calls;
+pub mod reply;
 pub mod framing;
 pub mod strftime;
 mod tojson;

@@ -78,7 +78,7 @@ const SHARED: &[Shared] = &[
         "--format",
         &[
             "render", "inspect", "check", "gate", "merge", "bench", "history", "client-probe",
-            "standin", "init",
+            "standin", "init", "parse-reply",
         ],
         &[
             ("serve", "a server: it logs, it does not report"),

@@ -26,6 +26,7 @@ mod init_suite;
 mod inspect_cli;
 mod latency_lib;
 mod models_tiny;
+mod parse_reply;
 mod parser_fuzz;
 mod proxy_client;
 mod real_servers;
