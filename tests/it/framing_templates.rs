@@ -192,6 +192,11 @@ fn check_names_the_parsers_a_qwen3_server_needs() {
     assert_eq!(tools["severity"], "info");
     assert!(tools["message"].as_str().unwrap().contains("<tool_call>"));
     assert_eq!(tools["evidence"]["vLLM"], "--tool-call-parser hermes");
+    // init's prompts offer no tools: the check says no server parser will be judged.
+    assert!(
+        tools["evidence"]["tools probe"].as_str().unwrap().starts_with("none"),
+        "{tools}"
+    );
     let reasoning = finding("template.reasoning-framing");
     // The template's `enable_thinking` switch: vLLM's qwen3 parser reads it from the request,
     // deepseek_r1 does not (vLLM 0.32, docs/research/vllm-parsers.md).
@@ -200,4 +205,37 @@ fn check_names_the_parsers_a_qwen3_server_needs() {
         reasoning["evidence"]["chat_template_kwargs"],
         "enable_thinking=false"
     );
+}
+
+/// A template whose calls are tags around each argument (Qwen3-Coder's XML) is named by its
+/// framing and vLLM's parser for it; a replay prompt that offers tools is a tools probe.
+#[test]
+fn check_names_an_xml_call_framing_and_sees_a_tools_probe() {
+    use crate::common::cli::chatgate_in;
+    use crate::common::families::Family;
+    let family = Family {
+        template: Some("Qwen3-Coder.jinja"),
+        ..Family::corpus("Qwen3-Coder template on Qwen2.5", "Qwen2.5-0.5B-Instruct")
+    };
+    let (model, _) = family.standin();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, out, err) = chatgate_in(
+        &["init", "suite.toml", "--model", model.to_str().unwrap()],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "init: {out}{err}");
+    let tool = serde_json::json!({"id": "weather", "prompt": "Weather in Paris?", "tools": [
+        {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+            "properties": {"city": {"type": "string"}}}}}]});
+    let prompts = dir.path().join("suite.prompts.jsonl");
+    let mut rows = std::fs::read_to_string(&prompts).unwrap();
+    rows.push_str(&format!("{tool}\n"));
+    std::fs::write(&prompts, rows).unwrap();
+    let (_, out, err) = chatgate_in(&["check", "suite.toml", "--format", "json"], dir.path());
+    let report: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let tools = crate::common::report_json::finding(&report, "template.tool-framing").clone();
+    assert!(tools["message"].as_str().unwrap().contains("Qwen3Xml"), "{tools}");
+    assert_eq!(tools["evidence"]["vLLM"], "--tool-call-parser qwen3_coder");
+    assert!(tools["evidence"].get("tools probe").is_none(), "{tools}");
 }

@@ -3,21 +3,45 @@
 //! ([`crate::template::framing`]), shared with `chatgate serve`'s own reasoning parser.
 use crate::chain::run::context::Pipeline;
 use crate::template::framing::{derive, Call, Parser, Reasoning, Tools};
+use crate::template::reply::CallFormat;
 use crate::verdict::checks;
 use crate::verdict::{Finding, Severity};
 
 /// `template.tool-framing` and `template.reasoning-framing`: what the serving template says
 /// the model emits, and the parser a server needs to read it. Only for templates that have
 /// either; information until a suite says its client relies on them.
-pub fn findings(serving: &Pipeline) -> Vec<Finding> {
+pub fn findings(serving: &Pipeline, tools_probed: Option<bool>) -> Vec<Finding> {
     let f = derive(&serving.template, &serving.special);
+    let format = CallFormat::of_source(serving.template.source());
     let mut out = Vec::new();
-    out.extend(tool_finding(&f.tools));
+    let tools = tool_finding(&f.tools, format).map(|finding| match tools_probed {
+        // A template that frames calls, and no replay prompt offers tools: no server's
+        // tool-call parser is ever judged.
+        Some(false) if f.tools.offered => finding.with(
+            "tools probe",
+            "none: no replay prompt offers `tools`, so server.tool-call-parse judges nothing; add a prompt with a `tools` list the model would call (docs/reasoning-and-tools.md)",
+        ),
+        _ => finding,
+    });
+    out.extend(tools);
     out.extend(f.reasoning.as_ref().map(reasoning_finding));
     out
 }
 
-fn tool_finding(t: &Tools) -> Option<Finding> {
+fn tool_finding(t: &Tools, format: Option<CallFormat>) -> Option<Finding> {
+    if let Some(format) = format.filter(|f| t.call.is_none() && *f != CallFormat::Json) {
+        // Framings the JSON probe cannot split (tags around each argument, the name in a
+        // header): recognised by their markers (template::reply).
+        let f = Finding::new(
+            checks::TEMPLATE_TOOL_FRAMING,
+            Severity::Info,
+            format!(
+                "{}; a call is written in the {format:?} framing: the server's tool-call parser must read exactly that (`chatgate parse-reply` shows what it must return)",
+                if t.offered { "the template offers tools" } else { "the template never prints a request's tools" }
+            ),
+        );
+        return Some(f.with("vLLM", format!("--tool-call-parser {}", format.vllm_parser())));
+    }
     let Some(call) = &t.call else {
         if let Some((marker, parser)) = t.named {
             let f = Finding::new(checks::TEMPLATE_TOOL_FRAMING, Severity::Info, format!(

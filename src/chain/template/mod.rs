@@ -39,7 +39,10 @@ pub fn check(
         serving,
         shapes_used,
     )?);
-    out.extend(crate::chain::template::framing::findings(serving));
+    out.extend(crate::chain::template::framing::findings(
+        serving,
+        tools_probed(ctx),
+    ));
     if !t.render_failed.is_empty() {
         let mut f = Finding::new(
             checks::TEMPLATE_RENDER,
@@ -67,6 +70,14 @@ pub fn check(
     });
     out.extend(suffix_vs_sft(ctx, serving));
     Ok(out)
+}
+
+/// Whether a replay prompt offers tools; None when the suite replays no prompts (`check`
+/// without a prompt file judges no server).
+fn tools_probed(ctx: &Context) -> Option<bool> {
+    let (path, section) = (ctx.suite.replay_prompts.as_ref()?, ctx.suite.file.replay.as_ref()?);
+    let prompts = crate::replay::prompts::load(path, section).ok()?;
+    Some(prompts.iter().any(|p| p.tools.as_ref().is_some_and(|t| !t.is_empty())))
 }
 
 /// What the template prints as a date, the day the suite pins, and the golden rows made on
