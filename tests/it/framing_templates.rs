@@ -171,22 +171,8 @@ fn gemma2_has_neither() {
 /// parsers a server needs, named by vLLM's and llama.cpp's flags.
 #[test]
 fn check_names_the_parsers_a_qwen3_server_needs() {
-    use crate::common::cli::chatgate_in;
-    use crate::common::families::Family;
-    let family = Family {
-        template: Some("Qwen-Qwen3.jinja"),
-        ..Family::corpus("Qwen3 template on Qwen2.5", "Qwen2.5-0.5B-Instruct")
-    };
-    let (model, _) = family.standin();
     let dir = tempfile::tempdir().expect("tempdir");
-    let (code, out, err) = chatgate_in(
-        &["init", "suite.toml", "--model", model.to_str().unwrap()],
-        dir.path(),
-    );
-    assert_eq!(code, 0, "init: {out}{err}");
-    let (_, out, err) = chatgate_in(&["check", "suite.toml", "--format", "json"], dir.path());
-    let report: serde_json::Value =
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let report = init_and_check("Qwen-Qwen3.jinja", dir.path(), None);
     let finding = |check: &str| crate::common::report_json::finding(&report, check).clone();
     let tools = finding("template.tool-framing");
     assert_eq!(tools["severity"], "info");
@@ -194,7 +180,10 @@ fn check_names_the_parsers_a_qwen3_server_needs() {
     assert_eq!(tools["evidence"]["vLLM"], "--tool-call-parser hermes");
     // init's prompts offer no tools: the check says no server parser will be judged.
     assert!(
-        tools["evidence"]["tools probe"].as_str().unwrap().starts_with("none"),
+        tools["evidence"]["tools probe"]
+            .as_str()
+            .unwrap()
+            .starts_with("none"),
         "{tools}"
     );
     let reasoning = finding("template.reasoning-framing");
@@ -211,31 +200,44 @@ fn check_names_the_parsers_a_qwen3_server_needs() {
 /// framing and vLLM's parser for it; a replay prompt that offers tools is a tools probe.
 #[test]
 fn check_names_an_xml_call_framing_and_sees_a_tools_probe() {
-    use crate::common::cli::chatgate_in;
-    use crate::common::families::Family;
-    let family = Family {
-        template: Some("Qwen3-Coder.jinja"),
-        ..Family::corpus("Qwen3-Coder template on Qwen2.5", "Qwen2.5-0.5B-Instruct")
-    };
-    let (model, _) = family.standin();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (code, out, err) = chatgate_in(
-        &["init", "suite.toml", "--model", model.to_str().unwrap()],
-        dir.path(),
-    );
-    assert_eq!(code, 0, "init: {out}{err}");
     let tool = serde_json::json!({"id": "weather", "prompt": "Weather in Paris?", "tools": [
         {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
             "properties": {"city": {"type": "string"}}}}}]});
-    let prompts = dir.path().join("suite.prompts.jsonl");
-    let mut rows = std::fs::read_to_string(&prompts).unwrap();
-    rows.push_str(&format!("{tool}\n"));
-    std::fs::write(&prompts, rows).unwrap();
-    let (_, out, err) = chatgate_in(&["check", "suite.toml", "--format", "json"], dir.path());
-    let report: serde_json::Value =
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = init_and_check("Qwen3-Coder.jinja", dir.path(), Some(tool));
     let tools = crate::common::report_json::finding(&report, "template.tool-framing").clone();
-    assert!(tools["message"].as_str().unwrap().contains("Qwen3Xml"), "{tools}");
+    assert!(
+        tools["message"].as_str().unwrap().contains("Qwen3Xml"),
+        "{tools}"
+    );
     assert_eq!(tools["evidence"]["vLLM"], "--tool-call-parser qwen3_coder");
     assert!(tools["evidence"].get("tools probe").is_none(), "{tools}");
+}
+
+/// `init` a suite for a Qwen2.5 stand-in carrying `template` (tests/corpus/templates), add
+/// `prompt` to its replay prompts, and `check` it: the JSON report.
+fn init_and_check(
+    template: &'static str,
+    dir: &Path,
+    prompt: Option<serde_json::Value>,
+) -> serde_json::Value {
+    use crate::common::cli::chatgate_in;
+    use crate::common::families::Family;
+    let family = Family {
+        template: Some(template),
+        ..Family::corpus("a corpus template on Qwen2.5", "Qwen2.5-0.5B-Instruct")
+    };
+    let (model, _) = family.standin();
+    let (code, out, err) = chatgate_in(
+        &["init", "suite.toml", "--model", model.to_str().unwrap()],
+        dir,
+    );
+    assert_eq!(code, 0, "init: {out}{err}");
+    if let Some(p) = prompt {
+        let prompts = dir.join("suite.prompts.jsonl");
+        let rows = std::fs::read_to_string(&prompts).unwrap() + &format!("{p}\n");
+        std::fs::write(&prompts, rows).unwrap();
+    }
+    let (_, out, err) = chatgate_in(&["check", "suite.toml", "--format", "json"], dir);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"))
 }

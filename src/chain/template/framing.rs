@@ -40,7 +40,10 @@ fn tool_finding(t: &Tools, format: Option<CallFormat>) -> Option<Finding> {
                 if t.offered { "the template offers tools" } else { "the template never prints a request's tools" }
             ),
         );
-        return Some(f.with("vLLM", format!("--tool-call-parser {}", format.vllm_parser())));
+        return Some(f.with(
+            "vLLM",
+            format!("--tool-call-parser {}", format.vllm_parser()),
+        ));
     }
     let Some(call) = &t.call else {
         if let Some((marker, parser)) = t.named {

@@ -75,9 +75,16 @@ pub fn check(
 /// Whether a replay prompt offers tools; None when the suite replays no prompts (`check`
 /// without a prompt file judges no server).
 fn tools_probed(ctx: &Context) -> Option<bool> {
-    let (path, section) = (ctx.suite.replay_prompts.as_ref()?, ctx.suite.file.replay.as_ref()?);
+    let (path, section) = (
+        ctx.suite.replay_prompts.as_ref()?,
+        ctx.suite.file.replay.as_ref()?,
+    );
     let prompts = crate::replay::prompts::load(path, section).ok()?;
-    Some(prompts.iter().any(|p| p.tools.as_ref().is_some_and(|t| !t.is_empty())))
+    Some(
+        prompts
+            .iter()
+            .any(|p| p.tools.as_ref().is_some_and(|t| !t.is_empty())),
+    )
 }
 
 /// What the template prints as a date, the day the suite pins, and the golden rows made on

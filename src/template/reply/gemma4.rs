@@ -85,7 +85,7 @@ fn object(s: &str) -> Vec<(String, Value)> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < s.len() {
-        i += s[i..].len() - s[i..].trim_start_matches([' ', ',', '\n', '\t']).len();
+        i = past_separators(s, i);
         if i >= s.len() {
             break;
         }
@@ -144,11 +144,16 @@ fn value(s: &str) -> (Value, usize) {
     }
 }
 
+/// Where the next entry starts: past the commas and blanks between entries.
+fn past_separators(s: &str, i: usize) -> usize {
+    s.len() - s[i..].trim_start_matches([' ', ',', '\n', '\t']).len()
+}
+
 fn array(s: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < s.len() {
-        i += s[i..].len() - s[i..].trim_start_matches([' ', ',', '\n', '\t']).len();
+        i = past_separators(s, i);
         if i >= s.len() {
             break;
         }

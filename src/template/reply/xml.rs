@@ -45,14 +45,7 @@ pub fn qwen3(text: &str) -> Scan {
     let mut scan = Scan::default();
     let mut pos = 0;
     loop {
-        let next = [
-            text[pos..].find("<tool_call>"),
-            text[pos..].find("<function="),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        let Some(rel) = next else {
+        let Some(rel) = next_qwen3_call(&text[pos..]) else {
             push_content(&mut scan, &text[pos..]);
             break;
         };
@@ -110,19 +103,21 @@ pub fn qwen3(text: &str) -> Scan {
             // Between `</function>` and `</tool_call>` vLLM's grammar is in no state that
             // keeps text: a value's stray remainder there is dropped, not content.
             let close = text[pos..].find("</tool_call>");
-            let next = [
-                text[pos..].find("<tool_call>"),
-                text[pos..].find("<function="),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
+            let next = next_qwen3_call(&text[pos..]);
             if let Some(c) = close.filter(|c| next.is_none_or(|n| *c < n)) {
                 pos += c + "</tool_call>".len();
             }
         }
     }
     scan
+}
+
+/// Where the next call opens: at `<tool_call>`, or a `<function=` written without it.
+fn next_qwen3_call(text: &str) -> Option<usize> {
+    [text.find("<tool_call>"), text.find("<function=")]
+        .into_iter()
+        .flatten()
+        .min()
 }
 
 /// GLM-4.5 to 4.7: `<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>`,
