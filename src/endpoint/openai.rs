@@ -24,6 +24,7 @@ mod error;
 mod introspect;
 mod reply;
 mod stream;
+mod pace;
 mod transport;
 
 pub use error::CallError;
@@ -133,6 +134,8 @@ struct Inner {
     template_kwargs: std::sync::OnceLock<Map<String, Value>>,
     /// Requests sent so far (the gate's per-phase table counts them).
     sent: AtomicUsize,
+    /// The server's pace, learnt from its replies: how long it may take to answer.
+    pace: pace::Pace,
 }
 
 pub const BREAKER_THRESHOLD: usize = 3;
@@ -206,9 +209,11 @@ impl HttpTarget {
             Some(var) => Some(auth_header(var)?),
             None => None,
         };
+        // Reads are bounded by `transport`'s waits, which follow the server's pace (pace.rs)
+        // and may exceed `read_timeout`: the client's own read bound is the total timeout.
         let client = reqwest::Client::builder()
             .connect_timeout(opts.connect_timeout)
-            .read_timeout(opts.read_timeout)
+            .read_timeout(opts.total_timeout.max(opts.read_timeout))
             .build()
             .map_err(|e| Error::input(format!("cannot build the HTTP client: {e}")))?;
         Ok(HttpTarget {
@@ -224,6 +229,7 @@ impl HttpTarget {
                 held: AtomicUsize::new(0),
                 template_kwargs: std::sync::OnceLock::new(),
                 sent: AtomicUsize::new(0),
+                pace: pace::Pace::default(),
             }),
         })
     }
@@ -268,12 +274,27 @@ impl HttpTarget {
                 detail: format!("not sent: {why}"),
             });
         }
+        // Until the server has answered once its pace is unknown: one request at a time, so
+        // that the first replies are not timed out by the queue behind each other.
+        let _first = self.inner.pace.until_known().await;
+        let flight = self.inner.pace.depart();
+        let t0 = Instant::now();
         let r = self
             .with_total(path, fut)
             .await
             .and_then(|rec| self.no_echoed_key(path, rec));
+        drop(flight);
+        let r = match r {
+            Ok(rec) => {
+                self.inner.pace.answered(t0.elapsed());
+                Ok(rec)
+            }
+            Err(e) => Err(self.inner.pace.explain(e)),
+        };
         match &r {
-            Err(e) if e.unreachable() || e.overloaded() => {
+            // A reply slower than the server's own pace counts too: three in a row is a
+            // server that stopped, whatever it did before.
+            Err(e) if e.unreachable() || e.overloaded() || matches!(e, CallError::Slow { .. }) => {
                 let n = self.inner.failures_in_a_row.fetch_add(1, Ordering::SeqCst) + 1;
                 if n >= BREAKER_THRESHOLD {
                     let what = if e.overloaded() {
@@ -443,6 +464,7 @@ impl HttpTarget {
                 held: AtomicUsize::new(0),
                 template_kwargs: std::sync::OnceLock::new(),
                 sent: AtomicUsize::new(0),
+                pace: pace::Pace::default(),
             }),
         }
     }

@@ -12,7 +12,7 @@ use crate::common::llama_server;
 use crate::common::report_json::finding;
 
 /// The folder install-real-weights.sh fills: `$CHATGATE_REAL_MODELS`, else its default.
-fn real_models() -> Option<PathBuf> {
+pub(crate) fn real_models() -> Option<PathBuf> {
     let dir = std::env::var_os("CHATGATE_REAL_MODELS")
         .map(PathBuf::from)
         .unwrap_or_else(|| {

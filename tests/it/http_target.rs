@@ -976,3 +976,56 @@ async fn a_reply_echoing_the_api_key_is_refused() {
     );
     assert!(!format!("{err:?}").contains(KEY));
 }
+
+/// A real server that answers one request at a time (llama-cpp-python: two locks in its
+/// `server/app.py`), on real weights (SmolLM2-135M Q4_1, scripts/models/install-real-weights.sh):
+/// three requests at once, with a read timeout one reply fits in and the queue of three does
+/// not. The client learns the pace from the first reply (sent alone) and waits for the queue:
+/// every request is answered, none is taken as unreachable (issue 43: the gate said exit 3 on
+/// a healthy llama-cpp-python).
+#[test]
+fn a_server_that_answers_one_at_a_time_is_waited_for_at_its_pace() {
+    use crate::common::llama_server;
+    let (Some(py), Some(real)) = (
+        llama_server::python(),
+        crate::fingerprint_real::real_models(),
+    ) else {
+        return;
+    };
+    let model = real.join("smollm2-135m-instruct-q4_1.gguf");
+    let server = llama_server::start(&py, &model, "smol", &[]);
+    let request = ChatRequest {
+        messages: vec![json!({"role": "user", "content": "Count from one to fifty, in words."})],
+        max_tokens: Some(48),
+        temperature: Some(0.0),
+        top_logprobs: Some(5),
+        ..ChatRequest::default()
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let warm = HttpTarget::new(HttpOptions {
+            model: "smol".into(),
+            ..options(&server.url)
+        })
+        .expect("target");
+        warm.chat(&request).await.expect("a warm-up reply");
+        let alone = std::time::Instant::now();
+        warm.chat(&request).await.expect("one reply");
+        let one = alone.elapsed();
+        // A read timeout one reply fits in; the third of three queued waits about 3 × one.
+        // (The wait for the headers is connect + read: a loopback connect is instant.)
+        let t = HttpTarget::new(HttpOptions {
+            model: "smol".into(),
+            read_timeout: one * 3 / 2,
+            connect_timeout: Duration::from_millis(100),
+            ..options(&server.url)
+        })
+        .expect("target");
+        let replies = futures_util::future::join_all((0..3).map(|_| t.chat(&request))).await;
+        for r in &replies {
+            r.as_ref()
+                .unwrap_or_else(|e| panic!("a queued request failed (one reply: {one:?}): {e}"));
+        }
+        assert!(t.breaker_open().is_none());
+    });
+}

@@ -13,6 +13,9 @@ pub enum CallError {
         phase: &'static str,
         after: Duration,
     },
+    /// No reply in time from a server that has answered before: slower than its own pace
+    /// (not unreachable; pace.rs).
+    Slow { url: String, detail: String },
     /// The server answered with a non-2xx status.
     Status {
         url: String,
@@ -53,6 +56,7 @@ impl CallError {
         match self {
             CallError::Connect { url, .. }
             | CallError::Timeout { url, .. }
+            | CallError::Slow { url, .. }
             | CallError::Status { url, .. }
             | CallError::Protocol { url, .. }
             | CallError::Interrupted { url, .. } => url,
@@ -80,6 +84,7 @@ impl fmt::Display for CallError {
                 "{url}: {phase} timeout after {:.1} s",
                 after.as_secs_f64()
             ),
+            CallError::Slow { url, detail } => write!(f, "{url}: {detail}"),
             CallError::Status { url, status, body } => {
                 write!(f, "{url} answered HTTP {status}: {body}")
             }
@@ -105,6 +110,7 @@ impl CallError {
     pub(super) fn to_string_detail(&self) -> String {
         match self {
             CallError::Connect { detail, .. }
+            | CallError::Slow { detail, .. }
             | CallError::Protocol { detail, .. }
             | CallError::Interrupted { detail, .. } => detail.clone(),
             other => other.to_string(),

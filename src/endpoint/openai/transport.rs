@@ -83,16 +83,25 @@ impl HttpTarget {
     ) -> Result<reqwest::Response, CallError> {
         let o = &self.inner.opts;
         self.inner.sent.fetch_add(1, Ordering::Relaxed);
-        let limit = o.connect_timeout + o.read_timeout;
-        match tokio::time::timeout(limit, rb.headers(self.headers()).send()).await {
+        let read = self.read_wait();
+        match tokio::time::timeout(o.connect_timeout + read, rb.headers(self.headers()).send())
+            .await
+        {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(e)) => Err(self.classify(path, e)),
             Err(_) => Err(CallError::Timeout {
                 url: self.shown(path),
                 phase: "read",
-                after: o.read_timeout,
+                after: read,
             }),
         }
+    }
+
+    /// How long a read may wait: the suite's read timeout, longer where the server's pace says
+    /// a reply takes longer (pace.rs).
+    fn read_wait(&self) -> Duration {
+        let o = &self.inner.opts;
+        self.inner.pace.read_wait(o.read_timeout, o.total_timeout)
     }
 
     /// POST JSON, returning the response and a record with `t_send`/`t_headers` set.
@@ -156,7 +165,7 @@ impl HttpTarget {
     where
         S: futures_util::Stream<Item = reqwest::Result<B>> + Unpin,
     {
-        let read = self.inner.opts.read_timeout;
+        let read = self.read_wait();
         match tokio::time::timeout(read, stream.next()).await {
             Err(_) => Err(ChunkErr::Timeout(CallError::Timeout {
                 url: self.shown(path),

@@ -1,0 +1,149 @@
+//! The server's pace, learnt from its own replies, so that a server that is slow but answering
+//! is waited for rather than taken as unreachable.
+//!
+//! Why: llama-cpp-python answers one request at a time (two locks in its `server/app.py`) and,
+//! with logprobs on a 262k vocabulary, takes about half a second a token; the gate sends probes
+//! two at a time, so the second waits for the first. A read timeout sized for one reply then
+//! fires on a healthy server, and the gate said "unreachable" (exit 3). So:
+//! - until the server has answered once, requests go one at a time: the first reply is timed
+//!   alone, not behind a queue;
+//! - after that, a reply may take as long as the slowest reply so far times the requests in
+//!   flight (on a server that answers one at a time each waits for the others), with half
+//!   again for margin — never less than the suite's `read_timeout_s`, never more than its
+//!   `total_timeout_s`;
+//! - a request that outlasts even that, on a server that has answered before, is reported as
+//!   slow (the server's pace, with the figures), not as unreachable.
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use super::CallError;
+
+#[derive(Debug, Default)]
+pub(super) struct Pace {
+    /// The longest a successful generation request took, in milliseconds.
+    slowest_ms: AtomicU64,
+    /// Generation requests answered.
+    answered: AtomicUsize,
+    /// Generation requests in flight.
+    in_flight: AtomicUsize,
+    /// Held by the first request while the pace is unknown.
+    first: tokio::sync::Mutex<()>,
+}
+
+/// A request in flight; counted until dropped.
+pub(super) struct Flight<'a>(&'a AtomicUsize);
+
+impl Drop for Flight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Pace {
+    /// Waits while another request is timing the server's first reply; the guard (held for
+    /// the request) when this one is the first.
+    pub(super) async fn until_known(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        if self.known() {
+            return None;
+        }
+        let guard = self.first.lock().await;
+        (!self.known()).then_some(guard)
+    }
+
+    fn known(&self) -> bool {
+        self.answered.load(Ordering::SeqCst) > 0
+    }
+
+    pub(super) fn depart(&self) -> Flight<'_> {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        Flight(&self.in_flight)
+    }
+
+    pub(super) fn answered(&self, took: Duration) {
+        self.slowest_ms
+            .fetch_max(took.as_millis() as u64, Ordering::SeqCst);
+        self.answered.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How long to wait for the next bytes of a reply: the suite's read timeout, or what the
+    /// server's pace says a reply may take with this many requests in flight, if longer.
+    pub(super) fn read_wait(&self, configured: Duration, ceiling: Duration) -> Duration {
+        if !self.known() {
+            return configured;
+        }
+        let queue = self.in_flight.load(Ordering::SeqCst).max(1) as u64;
+        let paced = Duration::from_millis(self.slowest_ms.load(Ordering::SeqCst) * queue * 3 / 2);
+        configured.max(paced.min(ceiling))
+    }
+
+    /// A read timeout on a server that has answered before is its pace, not its absence.
+    pub(super) fn explain(&self, e: CallError) -> CallError {
+        match e {
+            CallError::Timeout {
+                url,
+                phase: "read",
+                after,
+            } if self.known() => CallError::Slow {
+                url,
+                detail: format!(
+                    "no reply within {:.1} s, though the server answered {} request(s) before, the slowest in {:.1} s, with {} in flight now: it is slower than its own pace (overloaded, or serving one request at a time); raise [target] read_timeout_s or lower [server] concurrency",
+                    after.as_secs_f64(),
+                    self.answered.load(Ordering::SeqCst),
+                    self.slowest_ms.load(Ordering::SeqCst) as f64 / 1000.0,
+                    self.in_flight.load(Ordering::SeqCst) + 1,
+                ),
+            },
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_grows_with_the_slowest_reply_and_the_queue_within_the_limits() {
+        let p = Pace::default();
+        let (read, total) = (Duration::from_secs(30), Duration::from_secs(120));
+        assert_eq!(p.read_wait(read, total), read, "unknown pace: the suite's");
+        p.answered(Duration::from_secs(24));
+        let _a = p.depart();
+        let _b = p.depart();
+        // Two in flight behind a 24 s reply: 24 × 2 × 1.5.
+        assert_eq!(p.read_wait(read, total), Duration::from_secs(72));
+        let (_c, _d) = (p.depart(), p.depart());
+        // Four: 144 s, past the total timeout.
+        assert_eq!(
+            p.read_wait(read, total),
+            total,
+            "never past the total timeout"
+        );
+        drop((_a, _b, _c, _d));
+        assert_eq!(p.read_wait(read, total), Duration::from_secs(36));
+        p.answered(Duration::from_millis(10));
+        assert_eq!(
+            p.read_wait(read, total),
+            Duration::from_secs(36),
+            "the slowest counts"
+        );
+    }
+
+    #[test]
+    fn a_timeout_after_replies_is_slow_not_unreachable() {
+        let p = Pace::default();
+        let timeout = || CallError::Timeout {
+            url: "u".into(),
+            phase: "read",
+            after: Duration::from_secs(3),
+        };
+        assert!(
+            p.explain(timeout()).unreachable(),
+            "never answered: unreachable"
+        );
+        p.answered(Duration::from_secs(2));
+        let e = p.explain(timeout());
+        assert!(!e.unreachable(), "{e}");
+        assert!(e.to_string().contains("slowest in 2.0 s"), "{e}");
+    }
+}
