@@ -142,11 +142,12 @@ pub fn init(o: &Options) -> Result<Written> {
     }
 
     let (sft_rows, sft_origin, sft_prompts) = sft_rows(o, &pipeline, system, &mut notes)?;
-    let prompts = if sft_prompts.is_empty() {
+    let mut prompts = if sft_prompts.is_empty() {
         builtin_prompts(system)
     } else {
         sft_prompts
     };
+    prompts.extend(framing_probes(&pipeline, &prompts, &mut notes));
 
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let jsonl = |rows: &[Value]| {
@@ -175,6 +176,51 @@ pub fn init(o: &Options) -> Result<Written> {
         sft_rows: sft_rows.len(),
         notes,
     })
+}
+
+/// The probes a template's framing calls for, so that a user's first suite gates the
+/// reasoning and tool-call boundary: a prompt that offers a tool when the template frames
+/// calls (the model writes its call in its own framing; server.tool-call-parse judges the
+/// server's parse of it), and one that invites reasoning when it frames reasoning. Skipped
+/// where the prompts (`--sft`) already have one.
+fn framing_probes(
+    p: &crate::chain::run::context::Pipeline,
+    prompts: &[Value],
+    notes: &mut Vec<String>,
+) -> Vec<Value> {
+    let framing = crate::template::framing::derive(&p.template, &p.special);
+    let format = crate::template::reply::CallFormat::of_source(p.template.source());
+    let mut out = Vec::new();
+    let frames_calls = framing.tools.call.is_some() || format.is_some();
+    let has_tools = prompts.iter().any(|r| {
+        r.get("tools")
+            .and_then(Value::as_array)
+            .is_some_and(|t| !t.is_empty())
+    });
+    if framing.tools.offered && frames_calls && !has_tools {
+        out.push(json!({"id": "tool-call", "messages": [
+            {"role": "user", "content": "What is the weather in Paris right now? Use the get_weather tool."}],
+            "tools": [{"type": "function", "function": {
+                "name": "get_weather",
+                "description": "The current weather in a city",
+                "parameters": {"type": "object",
+                    "properties": {"city": {"type": "string", "description": "The city's name"}},
+                    "required": ["city"]}}}],
+            "max_tokens": 64, "tags": ["tools"]}));
+        notes.push("the template frames tool calls: a `tool-call` prompt offers a tool (server.tool-call-parse judges the server's parser on it)".into());
+    }
+    let has_reasoning = prompts.iter().any(|r| {
+        r.get("tags")
+            .and_then(Value::as_array)
+            .is_some_and(|t| t.iter().any(|t| t == "reasoning"))
+    });
+    if framing.reasoning.is_some() && !has_reasoning {
+        out.push(json!({"id": "reasoning",
+            "prompt": "Is 221 a prime number? Think it through, then answer yes or no.",
+            "max_tokens": 96, "tags": ["reasoning"]}));
+        notes.push("the template frames reasoning: a `reasoning` prompt invites it (its snapshot keeps the reasoning apart from the answer)".into());
+    }
+    out
 }
 
 /// The template renders a system message's content (it neither raises nor drops it).

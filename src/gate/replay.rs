@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::replay::Prompt;
 use crate::snapshot::{self, SnapshotBody, SnapshotFile, SnapshotHeader, Store};
 use crate::suite::Suite;
-use crate::verdict::Finding;
+use crate::verdict::{checks, Finding, Severity};
 use crate::verdict::{PromptResult, PromptStatus};
 
 use crate::chain::replay as judge;
@@ -58,6 +58,7 @@ pub async fn run(
         prompts: Vec::new(),
         unreachable: false,
     };
+    let mut refused_tools: Vec<String> = Vec::new();
     for &prompt in &prompts {
         progress.step(&prompt.id);
         let class = determinism.get(&prompt.id).map(|d| d.name().to_string());
@@ -78,6 +79,14 @@ pub async fn run(
         let unchanged = |rec: &crate::exchange::Record| unchanged(&store, prompt, &file_for(rec));
         let rec = match reply(target, prompt, update, unchanged).await {
             Ok(r) => r,
+            Err(e) if refuses_tools(suite, prompt, &e) => {
+                // A server started without a tool-call parser refuses every request that
+                // offers tools (vLLM without --enable-auto-tool-choice): server.tool-call-parse
+                // judges that, as a warning unless the client relies on tool calls. Replaying
+                // the prompt would only say it again as a failed prompt.
+                refused_tools.push(prompt.id.clone());
+                continue;
+            }
             Err(e) => {
                 out.unreachable |= e.unreachable();
                 out.prompts.push(PromptResult {
@@ -99,6 +108,16 @@ pub async fn run(
             .push(compare_one(&store, prompt, file, class, update, dates)?);
     }
     out.findings = judge::snapshot_findings(&out.prompts, prompts.len());
+    if !refused_tools.is_empty() {
+        out.findings.push(Finding::new(
+            checks::REPLAY_SNAPSHOTS,
+            Severity::Info,
+            format!(
+                "not replayed: {} (the server refuses requests that offer tools; judged at server.tool-call-parse)",
+                refused_tools.join(", ")
+            ),
+        ));
+    }
     out.findings.extend(judge::dated_finding(
         &out.prompts,
         &dates.what,
@@ -116,6 +135,15 @@ pub async fn run(
 /// the whole vocabulary in Python for each token), and a reply that matches its snapshot needs
 /// none. One that does not is asked again with them, so the pending snapshot a person reviews
 /// and the report's divergence analysis carry them as always.
+/// A prompt that offers tools, refused with a 4xx by a server without a tool-call parser, in
+/// a suite whose client does not rely on tool calls.
+fn refuses_tools(suite: &Suite, prompt: &Prompt, e: &crate::endpoint::openai::CallError) -> bool {
+    use crate::endpoint::openai::CallError;
+    prompt.tools.as_ref().is_some_and(|t| !t.is_empty())
+        && matches!(e, CallError::Status { status, .. } if (400..500).contains(status))
+        && !suite.client_relies_on("tool_calls")
+}
+
 async fn reply(
     target: &Target,
     prompt: &Prompt,

@@ -618,6 +618,16 @@ pub(super) fn probes(ctx: &Context, prompts: Option<&[Prompt]>, n: usize) -> Vec
             .iter()
             .filter(|p| p.settings.temperature == 0.0 && p.settings.stop.is_empty())
             .collect();
+        // A prompt that offers tools is always among the probes (the last slot): without
+        // one, server.tool-call-parse has nothing to judge.
+        let offers_tools = |p: &&Prompt| p.tools.as_ref().is_some_and(|t| !t.is_empty());
+        if let Some(at) = v
+            .iter()
+            .position(offers_tools)
+            .filter(|&at| at >= n && n > 0)
+        {
+            v.swap(n - 1, at);
+        }
         v.truncate(n);
         return v
             .into_iter()

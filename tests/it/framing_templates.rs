@@ -172,20 +172,18 @@ fn gemma2_has_neither() {
 #[test]
 fn check_names_the_parsers_a_qwen3_server_needs() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let report = init_and_check("Qwen-Qwen3.jinja", dir.path(), None);
+    let report = init_and_check("Qwen-Qwen3.jinja", dir.path(), |rows| rows.to_string());
     let finding = |check: &str| crate::common::report_json::finding(&report, check).clone();
     let tools = finding("template.tool-framing");
     assert_eq!(tools["severity"], "info");
     assert!(tools["message"].as_str().unwrap().contains("<tool_call>"));
     assert_eq!(tools["evidence"]["vLLM"], "--tool-call-parser hermes");
-    // init's prompts offer no tools: the check says no server parser will be judged.
-    assert!(
-        tools["evidence"]["tools probe"]
-            .as_str()
-            .unwrap()
-            .starts_with("none"),
-        "{tools}"
-    );
+    // init wrote a prompt that offers a tool (and one that invites reasoning): the gate's
+    // first suite judges the server's parsers.
+    assert!(tools["evidence"].get("tools probe").is_none(), "{tools}");
+    let prompts = std::fs::read_to_string(dir.path().join("suite.prompts.jsonl")).unwrap();
+    assert!(prompts.contains("\"id\":\"tool-call\""), "{prompts}");
+    assert!(prompts.contains("\"id\":\"reasoning\""), "{prompts}");
     let reasoning = finding("template.reasoning-framing");
     // The template's `enable_thinking` switch: vLLM's qwen3 parser reads it from the request,
     // deepseek_r1 does not (vLLM 0.32, docs/research/vllm-parsers.md).
@@ -197,29 +195,42 @@ fn check_names_the_parsers_a_qwen3_server_needs() {
 }
 
 /// A template whose calls are tags around each argument (Qwen3-Coder's XML) is named by its
-/// framing and vLLM's parser for it; a replay prompt that offers tools is a tools probe.
+/// framing and vLLM's parser for it; init writes a tools probe for it, and a suite without
+/// one is told that no server parser is judged.
 #[test]
-fn check_names_an_xml_call_framing_and_sees_a_tools_probe() {
-    let tool = serde_json::json!({"id": "weather", "prompt": "Weather in Paris?", "tools": [
-        {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
-            "properties": {"city": {"type": "string"}}}}}]});
+fn check_names_an_xml_call_framing_and_a_missing_tools_probe() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let report = init_and_check("Qwen3-Coder.jinja", dir.path(), Some(tool));
+    let report = init_and_check("Qwen3-Coder.jinja", dir.path(), |rows| {
+        assert!(
+            rows.contains("\"tools\""),
+            "init writes a tools probe: {rows}"
+        );
+        rows.lines()
+            .filter(|l| !l.contains("\"tools\""))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    });
     let tools = crate::common::report_json::finding(&report, "template.tool-framing").clone();
     assert!(
         tools["message"].as_str().unwrap().contains("Qwen3Xml"),
         "{tools}"
     );
     assert_eq!(tools["evidence"]["vLLM"], "--tool-call-parser qwen3_coder");
-    assert!(tools["evidence"].get("tools probe").is_none(), "{tools}");
+    assert!(
+        tools["evidence"]["tools probe"]
+            .as_str()
+            .unwrap()
+            .starts_with("none"),
+        "{tools}"
+    );
 }
 
-/// `init` a suite for a Qwen2.5 stand-in carrying `template` (tests/corpus/templates), add
-/// `prompt` to its replay prompts, and `check` it: the JSON report.
+/// `init` a suite for a Qwen2.5 stand-in carrying `template` (tests/corpus/templates), change
+/// its replay prompts with `edit`, and `check` it: the JSON report.
 fn init_and_check(
     template: &'static str,
     dir: &Path,
-    prompt: Option<serde_json::Value>,
+    edit: impl Fn(&str) -> String,
 ) -> serde_json::Value {
     use crate::common::cli::chatgate_in;
     use crate::common::families::Family;
@@ -233,11 +244,9 @@ fn init_and_check(
         dir,
     );
     assert_eq!(code, 0, "init: {out}{err}");
-    if let Some(p) = prompt {
-        let prompts = dir.join("suite.prompts.jsonl");
-        let rows = std::fs::read_to_string(&prompts).unwrap() + &format!("{p}\n");
-        std::fs::write(&prompts, rows).unwrap();
-    }
+    let prompts = dir.join("suite.prompts.jsonl");
+    let rows = std::fs::read_to_string(&prompts).unwrap();
+    std::fs::write(&prompts, edit(&rows)).unwrap();
     let (_, out, err) = chatgate_in(&["check", "suite.toml", "--format", "json"], dir);
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"))
 }
