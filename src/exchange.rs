@@ -194,3 +194,30 @@ impl Default for Record {
         Record::new()
     }
 }
+
+/// Why one entry of a request's token-id list (`stop_token_ids`) is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadTokenId {
+    /// Not a non-negative integer.
+    NotAnId(String),
+    /// An id the vocabulary does not have.
+    OutOfVocabulary(String),
+}
+
+/// A request's token id, checked against the vocabulary (`vocab` 0: unknown, not checked).
+/// `chatgate serve` answers a bad one with a 400; the in-process target refuses it the same
+/// way, so the two never disagree on what a request means.
+pub fn token_id(key: &str, v: &Value, vocab: usize) -> Result<u32, BadTokenId> {
+    match v.as_u64().and_then(|i| u32::try_from(i).ok()) {
+        Some(i) if (i as usize) < vocab || vocab == 0 => Ok(i),
+        Some(i) => Err(BadTokenId::OutOfVocabulary(format!(
+            "token id {i} in '{key}' is out of vocabulary (vocab size {vocab})"
+        ))),
+        None => {
+            let found: String = v.to_string().chars().take(40).collect();
+            Err(BadTokenId::NotAnId(format!(
+                "'{key}' must hold non-negative integer token ids, found {found}"
+            )))
+        }
+    }
+}

@@ -144,6 +144,27 @@ impl CandleTarget {
     }
 }
 
+/// The request's `stop_token_ids`, each an id of the vocabulary: a bad one is refused, as
+/// `chatgate serve` refuses it with a 400, not dropped.
+fn stop_token_ids(req: &ChatRequest, vocab: usize) -> Result<Vec<u32>> {
+    let key = "stop_token_ids";
+    match req.extra.get(key) {
+        None => Ok(Vec::new()),
+        Some(Value::Array(ids)) => ids
+            .iter()
+            .map(|v| {
+                crate::exchange::token_id(key, v, vocab).map_err(|e| match e {
+                    crate::exchange::BadTokenId::NotAnId(why)
+                    | crate::exchange::BadTokenId::OutOfVocabulary(why) => Error::input(why),
+                })
+            })
+            .collect(),
+        Some(other) => Err(Error::input(format!(
+            "'{key}' must be a list of token ids, not {other}"
+        ))),
+    }
+}
+
 /// Alternatives scored per position: as many as the probes ask a server for (`top_logprobs`).
 pub const SCORED_TOP: usize = 5;
 
@@ -166,18 +187,8 @@ fn chat_blocking(m: &mut CandleModel, req: &ChatRequest, parsers: &ReplyParsers)
             repetition_penalty,
             seed: req.seed.unwrap_or(0),
         },
-        // vLLM's request field; `chatgate serve` takes it too.
-        stop_token_ids: req
-            .extra
-            .get("stop_token_ids")
-            .and_then(Value::as_array)
-            .map(|ids| {
-                ids.iter()
-                    .filter_map(Value::as_u64)
-                    .filter_map(|id| u32::try_from(id).ok())
-                    .collect()
-            })
-            .unwrap_or_default(),
+        // vLLM's request field; `chatgate serve` takes it too, with the same checks.
+        stop_token_ids: stop_token_ids(req, m.vocab_size())?,
         stop_strings: req.stop.clone(),
         top_logprobs: req.top_logprobs.map(usize::from),
         ignore_eos: false,

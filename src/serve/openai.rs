@@ -129,21 +129,11 @@ impl<'a> Fields<'a> {
 }
 
 fn token_id(key: &str, v: &Value, vocab: usize) -> Result<u32, ApiError> {
-    match v.as_u64() {
-        Some(i) if (i as usize) < vocab || vocab == 0 => Ok(i as u32),
-        Some(i) => Err(ApiError::invalid(
-            key,
-            format!("token id {i} in '{key}' is out of vocabulary (vocab size {vocab})"),
-        )),
-        None => Err(ApiError::invalid(
-            key,
-            format!(
-                "'{key}' must hold non-negative integer token ids, found {}",
-                short(v)
-            ),
-        )
-        .code("invalid_type")),
-    }
+    use crate::exchange::BadTokenId;
+    crate::exchange::token_id(key, v, vocab).map_err(|e| match e {
+        BadTokenId::OutOfVocabulary(why) => ApiError::invalid(key, why),
+        BadTokenId::NotAnId(why) => ApiError::invalid(key, why).code("invalid_type"),
+    })
 }
 
 /// What chat and completions requests share.

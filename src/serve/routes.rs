@@ -19,6 +19,7 @@ use super::openai::{
 };
 use super::sse::{self, Kind, StreamSpec, ToolStream};
 use super::AppState;
+use crate::endpoint::parsers::ReplyParsers;
 use crate::endpoint::Generation;
 use crate::template::calls::{Parsed, ToolCall};
 use crate::template::framing::{Call, Splitter};
@@ -306,29 +307,33 @@ async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError
         Some(_) => json!({"content": chat_logprobs(&g.steps, st.tokens.as_ref())}),
         None => Value::Null,
     };
+    // The healthy server's parsers (the in-process target reads with the same), as far as
+    // the faults leave them; then the faults that change what they returned.
+    let parsers = ReplyParsers {
+        reasoning: st
+            .reasoning
+            .clone()
+            .filter(|_| !st.faults.has(Fault::ReasoningInContent)),
+        calls: tools,
+    };
+    let mut read = parsers.read(&g.text, parsers.calls.is_some());
+    if st.faults.has(Fault::ParallelCallsCollapsed) {
+        read.calls.truncate(1);
+    }
     let mut message =
-        json!({"role": "assistant", "content": g.text, "refusal": null, "tool_calls": []});
-    if let Some(splitter) = reasoning_parser(&st) {
-        let (reasoning, content) = splitter.split(&g.text);
-        message["content"] = json!(content);
-        if !st.faults.has(Fault::ReasoningDropped) {
-            message[st.faults.reasoning_field()] = json!(reasoning);
-        }
+        json!({"role": "assistant", "content": read.content, "refusal": null, "tool_calls": []});
+    if parsers.reasoning.as_ref().and_then(Splitter::new).is_some()
+        && !st.faults.has(Fault::ReasoningDropped)
+    {
+        message[st.faults.reasoning_field()] = json!(read.reasoning);
     }
     let mut finish_reason = finish_reason_str(g.finish_reason);
-    let content = message["content"].as_str().unwrap_or("");
-    let parsed = tools.and_then(|call| parse_calls(&call, content, &st.faults));
-    if let Some(parsed) = parsed.filter(|p| !p.calls.is_empty()) {
+    if !read.calls.is_empty() {
         // vLLM's hermes parser: the text before the first call is the content, null when none.
-        message["content"] = match parsed.content.trim() {
-            "" => Value::Null,
-            text => json!(text),
-        };
-        message["tool_calls"] = parsed
-            .calls
-            .iter()
-            .map(|c| api_call(c, &st.faults))
-            .collect();
+        if read.content.is_empty() {
+            message["content"] = Value::Null;
+        }
+        message["tool_calls"] = read.calls.iter().map(|c| api_call(c, &st.faults)).collect();
         finish_reason = "tool_calls";
     }
     let mut choice = json!({
