@@ -276,7 +276,7 @@ impl HttpTarget {
         }
         // Until the server has answered once its pace is unknown: one request at a time, so
         // that the first replies are not timed out by the queue behind each other.
-        let _first = self.inner.pace.until_known().await;
+        let first = self.inner.pace.until_known().await;
         let flight = self.inner.pace.depart();
         let t0 = Instant::now();
         let r = self
@@ -284,6 +284,9 @@ impl HttpTarget {
             .await
             .and_then(|rec| self.no_echoed_key(path, rec));
         drop(flight);
+        if first.is_some() {
+            self.inner.pace.first_ended();
+        }
         let r = match r {
             Ok(rec) => {
                 self.inner.pace.answered(t0.elapsed());

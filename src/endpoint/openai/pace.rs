@@ -5,8 +5,9 @@
 //! with logprobs on a 262k vocabulary, takes about half a second a token; the gate sends probes
 //! two at a time, so the second waits for the first. A read timeout sized for one reply then
 //! fires on a healthy server, and the gate said "unreachable" (exit 3). So:
-//! - until the server has answered once, requests go one at a time: the first reply is timed
-//!   alone, not behind a queue;
+//! - while the first request is out, the others wait for it: the first reply is timed alone,
+//!   not behind a queue (a first request that fails lets the others go at once, so a dead
+//!   server costs one timeout, not one per request);
 //! - after that, a reply may take as long as the slowest reply so far times the requests in
 //!   flight (on a server that answers one at a time each waits for the others), with half
 //!   again for margin — never less than the suite's `read_timeout_s`, never more than its
@@ -26,8 +27,10 @@ pub(super) struct Pace {
     answered: AtomicUsize,
     /// Generation requests in flight.
     in_flight: AtomicUsize,
-    /// Held by the first request while the pace is unknown.
+    /// Held by the first request while it is out.
     first: tokio::sync::Mutex<()>,
+    /// The first request has ended, answered or not.
+    first_done: std::sync::atomic::AtomicBool,
 }
 
 /// A request in flight; counted until dropped.
@@ -41,13 +44,18 @@ impl Drop for Flight<'_> {
 
 impl Pace {
     /// Waits while another request is timing the server's first reply; the guard (held for
-    /// the request) when this one is the first.
+    /// the request, and [`Pace::first_ended`] when it ends) when this one is the first.
     pub(super) async fn until_known(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
-        if self.known() {
+        if self.first_done.load(Ordering::SeqCst) {
             return None;
         }
         let guard = self.first.lock().await;
-        (!self.known()).then_some(guard)
+        (!self.first_done.load(Ordering::SeqCst)).then_some(guard)
+    }
+
+    /// The first request ended, answered or not: the others no longer wait for it.
+    pub(super) fn first_ended(&self) {
+        self.first_done.store(true, Ordering::SeqCst);
     }
 
     fn known(&self) -> bool {
