@@ -114,11 +114,27 @@ pub struct RealServer {
     _home: Option<tempfile::TempDir>,
 }
 
+/// A free port no other test of this run has taken. The kernel may hand the same free port to
+/// two test processes that ask at once (each releases it for its server to bind, seconds
+/// later): two vLLMs were once started on one port, and the second test talked to the first's
+/// server. So each port is also claimed by a file in the run's target folder, created only if
+/// it is not there.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    let claims = Path::new(REPO).join("target/real-server-ports");
+    std::fs::create_dir_all(&claims).expect("target/real-server-ports");
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let claimed = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(claims.join(port.to_string()));
+        if claimed.is_ok() {
+            return port;
+        }
+    }
 }
 
 fn logs_dir() -> PathBuf {
