@@ -240,7 +240,9 @@ fn chat_blocking(m: &mut CandleModel, req: &ChatRequest, parsers: &ReplyParsers)
     }
     let parse_tools =
         ReplyParsers::parses_tools(req.tools.as_deref(), req.extra.get("tool_choice"));
-    let read = parsers.read(&g.text, parse_tools);
+    let read = parsers
+        .offering(req.tools.as_deref().unwrap_or_default())
+        .read(&g.text, parse_tools);
     rec.text = read.content;
     if !read.reasoning.is_empty() {
         rec.reasoning = read.reasoning;

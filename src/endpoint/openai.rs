@@ -125,6 +125,8 @@ struct Inner {
     introspection: OnceCell<Introspection>,
     /// Generation requests in a row that timed out or were refused.
     failures_in_a_row: AtomicUsize,
+    /// Of those, the ones that were answering, only slower than the server's own pace.
+    slow_in_a_row: AtomicUsize,
     /// Why the circuit breaker opened: no request is sent after that.
     breaker: std::sync::OnceLock<String>,
     /// Reply bytes held by requests in flight (see `HttpOptions::max_in_flight_bytes`).
@@ -226,6 +228,7 @@ impl HttpTarget {
                 introspection: OnceCell::new(),
                 failures_in_a_row: AtomicUsize::new(0),
                 breaker: std::sync::OnceLock::new(),
+                slow_in_a_row: AtomicUsize::new(0),
                 held: AtomicUsize::new(0),
                 template_kwargs: std::sync::OnceLock::new(),
                 sent: AtomicUsize::new(0),
@@ -260,6 +263,13 @@ impl HttpTarget {
     /// Why the circuit breaker is open (the target stopped answering), if it is.
     pub fn breaker_open(&self) -> Option<&str> {
         self.inner.breaker.get().map(String::as_str)
+    }
+
+    /// The breaker opened on replies that were coming, only slower than the server's own
+    /// pace: a server that slowed down, not one that is gone.
+    pub fn breaker_slow(&self) -> bool {
+        self.breaker_open().is_some()
+            && self.inner.slow_in_a_row.load(Ordering::SeqCst) >= BREAKER_THRESHOLD
     }
 
     /// A generation request under the total timeout and the circuit breaker.
@@ -299,9 +309,20 @@ impl HttpTarget {
             // server that stopped, whatever it did before.
             Err(e) if e.unreachable() || e.overloaded() || matches!(e, CallError::Slow { .. }) => {
                 let n = self.inner.failures_in_a_row.fetch_add(1, Ordering::SeqCst) + 1;
+                let slow = match e {
+                    CallError::Slow { .. } => {
+                        self.inner.slow_in_a_row.fetch_add(1, Ordering::SeqCst) + 1
+                    }
+                    _ => {
+                        self.inner.slow_in_a_row.store(0, Ordering::SeqCst);
+                        0
+                    }
+                };
                 if n >= BREAKER_THRESHOLD {
                     let what = if e.overloaded() {
                         "were turned away as overloaded"
+                    } else if slow >= n {
+                        "took longer than the server's own pace allows"
                     } else {
                         "timed out or were refused"
                     };
@@ -310,7 +331,10 @@ impl HttpTarget {
                     ));
                 }
             }
-            _ => self.inner.failures_in_a_row.store(0, Ordering::SeqCst),
+            _ => {
+                self.inner.failures_in_a_row.store(0, Ordering::SeqCst);
+                self.inner.slow_in_a_row.store(0, Ordering::SeqCst);
+            }
         }
         r
     }
@@ -464,6 +488,7 @@ impl HttpTarget {
                 introspection,
                 failures_in_a_row: AtomicUsize::new(0),
                 breaker: std::sync::OnceLock::new(),
+                slow_in_a_row: AtomicUsize::new(0),
                 held: AtomicUsize::new(0),
                 template_kwargs: std::sync::OnceLock::new(),
                 sent: AtomicUsize::new(0),

@@ -1,20 +1,85 @@
 //! How a healthy server reads a reply's text: the template's think block split off as
-//! reasoning, and its tool-call framing read into calls when the request offers tools (vLLM's
-//! rule: tools offered and `tool_choice` not "none"). `chatgate serve` and the in-process
-//! target read replies with the same parsers, so a suite's snapshots accepted in-process equal
-//! what `chatgate serve` on the same files answers, byte for byte.
-use serde_json::Value;
+//! reasoning, and its tool calls read in the format the template writes them
+//! (template/reply: every format chatgate reads, arguments typed by the request's tool schemas
+//! as the family's vLLM parser types them) when the request offers tools (vLLM's rule: tools
+//! offered and `tool_choice` not "none"). `chatgate serve` and the in-process target read
+//! replies with the same parsers, so a suite's snapshots accepted in-process equal what
+//! `chatgate serve` on the same files answers, byte for byte.
+use serde_json::{Map, Value};
 
 use crate::artifacts::ModelDir;
-use crate::template::framing::{Call, Reasoning, Splitter};
+use crate::template::calls::{Parsed, ToolCall};
+use crate::template::framing::{Reasoning, Splitter};
+use crate::template::reply::{CallFormat, Reader};
 
 /// The reply parsers a model's own chat template implies.
 #[derive(Debug, Clone, Default)]
 pub struct ReplyParsers {
     /// Think tags (harmony's channels are tokens, not text: not parsed).
     pub reasoning: Option<Reasoning>,
-    /// The tool-call framing, when a parser can read it (the name inside the call's JSON).
-    pub calls: Option<Call>,
+    /// The tool-call parser, when the template writes calls in a format chatgate reads.
+    pub calls: Option<ToolParser>,
+}
+
+/// A server's tool-call parser: the reader of the template's call format, bound to the tools
+/// one request offers (their schemas type the arguments).
+#[derive(Debug, Clone)]
+pub struct ToolParser {
+    reader: Reader,
+    tools: Vec<Value>,
+}
+
+impl ToolParser {
+    /// The parser for a template's reader; None where it reads no calls, or reads them only
+    /// with harmony's channel tokens (which a decoded reply no longer carries).
+    pub fn new(reader: Reader) -> Option<ToolParser> {
+        let format = reader.format?;
+        (format != CallFormat::Harmony).then_some(ToolParser {
+            reader,
+            tools: Vec::new(),
+        })
+    }
+
+    /// The parser for a request that offers `tools`.
+    pub fn offering(&self, tools: &[Value]) -> ToolParser {
+        ToolParser {
+            reader: self.reader.clone(),
+            tools: tools.to_vec(),
+        }
+    }
+
+    /// The marker a call opens with ("" for a bare JSON call).
+    pub fn marker(&self) -> &str {
+        self.reader.marker()
+    }
+
+    /// The marker a call ends with ("" where the format has none).
+    pub fn closer(&self) -> &str {
+        self.reader.closer()
+    }
+
+    /// The call format, as vLLM's `--tool-call-parser` names it.
+    pub fn format(&self) -> Option<CallFormat> {
+        self.reader.format
+    }
+
+    /// The calls in `text` (its reasoning already split off), and the text that is not a call.
+    pub fn parse(&self, text: &str) -> Parsed {
+        let reading = self.reader.read_calls(text, &self.tools);
+        Parsed {
+            calls: reading
+                .message
+                .tool_calls
+                .into_iter()
+                .map(|c| ToolCall {
+                    name: c.name,
+                    arguments: c.arguments,
+                })
+                .collect(),
+            content: reading.message.content.unwrap_or_default(),
+            broken: reading.problems.into_iter().map(|p| p.why).collect(),
+        }
+    }
 }
 
 /// A reply's text as the parsers read it.
@@ -37,16 +102,24 @@ impl ReplyParsers {
         else {
             return ReplyParsers::default();
         };
-        let f = crate::template::framing::derive(&template, &dir.special_tokens());
+        let reader = Reader::of(&template, &dir.special_tokens(), &Map::new());
         ReplyParsers {
-            reasoning: f.reasoning.filter(|r| !r.harmony()),
-            calls: f.tools.call.filter(|c| c.parseable()),
+            reasoning: reader.reasoning.clone().filter(|r| !r.harmony()),
+            calls: ToolParser::new(reader.without_reasoning()),
         }
     }
 
     /// Whether a chat request with these fields runs the tool-call parser.
     pub fn parses_tools(tools: Option<&[Value]>, tool_choice: Option<&Value>) -> bool {
         tools.is_some_and(|t| !t.is_empty()) && tool_choice.and_then(Value::as_str) != Some("none")
+    }
+
+    /// These parsers for a request that offers `tools`.
+    pub fn offering(&self, tools: &[Value]) -> ReplyParsers {
+        ReplyParsers {
+            reasoning: self.reasoning.clone(),
+            calls: self.calls.as_ref().map(|c| c.offering(tools)),
+        }
     }
 
     /// Read a whole reply (non-streamed).
@@ -64,10 +137,9 @@ impl ReplyParsers {
             .calls
             .as_ref()
             .filter(|_| parse_tools)
-            .and_then(|c| c.parse(&out.content));
+            .map(|c| c.parse(&out.content));
         if let Some(p) = parsed.filter(|p| !p.calls.is_empty()) {
-            // vLLM's hermes parser: the text before the first call is the content.
-            out.content = p.content.trim().to_string();
+            out.content = p.content;
             out.calls = p.calls;
         }
         out

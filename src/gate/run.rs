@@ -227,9 +227,9 @@ async fn stages(
                 dates.seen(seen);
                 d
             }
-            Ok(Chains::Stopped(f)) => {
+            Ok(Chains::Stopped(f, code)) => {
                 findings.extend(f);
-                return Ok(finish(report, findings, started, 3));
+                return Ok(finish(report, findings, started, code));
             }
             Err(e) => return Err(e),
         }
@@ -257,9 +257,9 @@ async fn stages(
         .await?;
         findings.extend(replayed.findings);
         report.prompts = replayed.prompts;
-        if let Some(f) = breaker_finding(&target) {
+        if let Some((f, code)) = breaker_finding(&target) {
             findings.push(f);
-            return Ok(finish(report, findings, started, 3));
+            return Ok(finish(report, findings, started, code));
         }
         if replayed.unreachable {
             return Ok(finish(report, findings, started, 3));
@@ -285,9 +285,9 @@ async fn stages(
                 findings.push(Finding::new(checks::SERVER_REACHABLE, Severity::Error, why));
                 return Ok(finish(report, findings, started, 3));
             }
-            if let Some(f) = breaker_finding(&target) {
+            if let Some((f, code)) = breaker_finding(&target) {
                 findings.push(f);
-                return Ok(finish(report, findings, started, 3));
+                return Ok(finish(report, findings, started, code));
             }
         }
     }
@@ -305,8 +305,9 @@ pub(super) enum Chains {
         BTreeMap<String, crate::chain::run::probes::Determinism>,
         Option<chrono::NaiveDate>,
     ),
-    /// The target stopped answering: these findings end the report (exit 3).
-    Stopped(Vec<Finding>),
+    /// The target stopped answering (exit 3) or fell far behind its own pace (exit 1): these
+    /// findings end the report, with that exit code.
+    Stopped(Vec<Finding>, i32),
 }
 
 /// What the chain predicts the server feeds the model: the suite's stack, else the one the
@@ -343,15 +344,15 @@ pub(super) async fn chains(
     match online(ctx, target, reference, chosen, local_now, progress).await {
         Ok(r) => {
             findings.extend(r.findings);
-            if let Some(f) = breaker_finding(target) {
+            if let Some((f, code)) = breaker_finding(target) {
                 findings.push(f);
-                return Ok(Chains::Stopped(findings));
+                return Ok(Chains::Stopped(findings, code));
             }
             Ok(Chains::Ran(findings, r.determinism, r.server_day))
         }
         Err(e) if e.kind == ErrorKind::Unreachable => {
             findings.push(unreachable_finding(&e));
-            Ok(Chains::Stopped(findings))
+            Ok(Chains::Stopped(findings, 3))
         }
         Err(e) => Err(e),
     }
@@ -414,18 +415,31 @@ pub(super) fn finish(
     report
 }
 
-/// The target stopped answering mid-run (the HTTP client's circuit breaker opened).
-pub(super) fn breaker_finding(target: &Target) -> Option<Finding> {
+/// The target stopped answering mid-run (the HTTP client's circuit breaker opened), and the
+/// exit code it means: 3 for a server gone (refused, timed out, turned away), 1 for one that
+/// was answering and fell far behind its own pace (a latency failure: it is reachable).
+pub(super) fn breaker_finding(target: &Target) -> Option<(Finding, i32)> {
     let Target::Http(h) = target else {
         return None;
     };
-    h.breaker_open().map(|why| {
-        Finding::new(
+    let why = h.breaker_open()?;
+    Some(if h.breaker_slow() {
+        let f = Finding::new(
+            checks::SERVER_LATENCY,
+            Severity::Error,
+            format!("the server fell far behind its own pace: {why}"),
+        )
+        .with("target", h.base_url())
+        .with("fix", "the server answers, slower than it answered the first requests: look for other load on its machine, or raise `[target] read_timeout_s` for a server this slow");
+        (f, 1)
+    } else {
+        let f = Finding::new(
             checks::SERVER_REACHABLE,
             Severity::Error,
             format!("the server stopped answering: {why}"),
         )
-        .with("target", h.base_url())
+        .with("target", h.base_url());
+        (f, 3)
     })
 }
 

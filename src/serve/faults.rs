@@ -47,6 +47,18 @@ pub enum Fault {
     ToolStreamBroken,
     /// Calls are parsed and only the first of a turn is kept: parallel calls collapse into one.
     ParallelCallsCollapsed,
+    /// Calls are parsed and every argument value that is not a string comes back as one
+    /// (`"days": "3"`; vLLM's gemma4 parser, vllm#47906).
+    ToolValuesStringified,
+    /// Calls are parsed and string argument values come back stripped of their surrounding
+    /// whitespace (sglang#41317).
+    ToolValuesTrimmed,
+    /// A call whose argument holds the call's closing marker ends there: the value is cut at
+    /// the marker and the arguments after it are lost (ollama#18659).
+    ToolCallCutAtMarker,
+    /// A reply the token limit cuts inside a call (no closing marker) comes back as an empty
+    /// message: no content, no calls (ollama PR 17250).
+    UnclosedCallEmpty,
     /// Accept `tool_choice` and ignore it: calls are parsed even under "none".
     ToolChoiceIgnored,
     /// Accept `max_completion_tokens` and ignore it: only `max_tokens` limits a reply.
@@ -58,7 +70,7 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 23] = [
+    pub const ALL: [Fault; 27] = [
         Fault::BaseCheckpoint,
         Fault::DoubleBos,
         Fault::WrongTemplate,
@@ -78,6 +90,10 @@ impl Fault {
         Fault::ToolArgumentsBroken,
         Fault::ToolStreamBroken,
         Fault::ParallelCallsCollapsed,
+        Fault::ToolValuesStringified,
+        Fault::ToolValuesTrimmed,
+        Fault::ToolCallCutAtMarker,
+        Fault::UnclosedCallEmpty,
         Fault::ToolChoiceIgnored,
         Fault::MaxCompletionTokensIgnored,
         Fault::TemplateKwargsIgnored,
@@ -101,6 +117,10 @@ impl Fault {
                 | Fault::ToolArgumentsBroken
                 | Fault::ToolStreamBroken
                 | Fault::ParallelCallsCollapsed
+                | Fault::ToolValuesStringified
+                | Fault::ToolValuesTrimmed
+                | Fault::ToolCallCutAtMarker
+                | Fault::UnclosedCallEmpty
         )
     }
 
@@ -138,6 +158,10 @@ impl Fault {
             Fault::ToolArgumentsBroken => "tool-arguments-broken",
             Fault::ToolStreamBroken => "tool-stream-broken",
             Fault::ParallelCallsCollapsed => "parallel-calls-collapsed",
+            Fault::ToolValuesStringified => "tool-values-stringified",
+            Fault::ToolValuesTrimmed => "tool-values-trimmed",
+            Fault::ToolCallCutAtMarker => "tool-call-cut-at-marker",
+            Fault::UnclosedCallEmpty => "unclosed-call-empty",
             Fault::ToolChoiceIgnored => "tool-choice-ignored",
             Fault::MaxCompletionTokensIgnored => "max-completion-tokens-ignored",
             Fault::TemplateKwargsIgnored => "template-kwargs-ignored",
@@ -237,6 +261,19 @@ Faults (--fault NAME, repeatable; each changes exactly what it says and nothing 
   parallel-calls-collapsed
                         calls are parsed and only the first of a turn is kept: the model's
                         other calls are lost, plain and streamed [server: tool-call parse]
+  tool-values-stringified
+                        calls are parsed and every argument value that is not a string comes
+                        back as one (\"days\": \"3\"; vLLM's gemma4 parser, vllm#47906)
+                        [server: tool-call parse, argument types against the schema]
+  tool-values-trimmed   calls are parsed and string argument values come back stripped of
+                        surrounding whitespace (sglang#41317) [server: tool-call parse]
+  tool-call-cut-at-marker
+                        a call whose argument holds the call's closing marker ends there: the
+                        value is cut at the marker, later arguments and calls lost
+                        (ollama#18659) [server: tool-call parse]
+  unclosed-call-empty   a reply the token limit cuts inside a call comes back as an empty
+                        message, no content and no calls (ollama PR 17250) [server: tool-call
+                        parse]
   tool-choice-ignored   accepts `tool_choice` and ignores it: calls come back under \"none\"
                         [server: tool choice]
   max-completion-tokens-ignored
@@ -253,8 +290,10 @@ Faults (--fault NAME, repeatable; each changes exactly what it says and nothing 
 Without a fault, a model whose chat template frames reasoning in think tags (DeepSeek-R1,
 Qwen3) has it split out of `content` into `reasoning_content`, as vLLM's deepseek_r1 parser
 does; and when a request offers `tools` (and `tool_choice` is not \"none\"), a call the model
-writes the way its template frames it (`<tool_call>` JSON, Mistral's `[TOOL_CALLS]`, Llama's bare
-JSON) comes back in `tool_calls`, as vLLM's hermes / mistral / llama3_json parsers return it.";
+writes the way its template frames it comes back in `tool_calls`, read as the family's vLLM
+parser reads it (`chatgate parse-reply` prints the same message): Hermes `<tool_call>` JSON,
+Mistral's `[TOOL_CALLS]`, Llama's bare JSON, Qwen3-Coder's and GLM's XML, MiniMax-M2,
+DeepSeek-V3.x and DSML, Kimi-K2, Gemma 4; arguments typed by the request's tool schemas.";
 
 /// The sampler's seeded generator, seeded here from the clock and a process-wide counter so
 /// two requests in the same nanosecond still differ.

@@ -98,9 +98,9 @@ pub struct AppState {
     /// The reasoning framing of the model's template (think tags), which the server's reasoning
     /// parser splits out of `content`.
     pub reasoning: Option<crate::template::framing::Reasoning>,
-    /// How the model's template writes a tool call, when it is a framing the server's tool-call
-    /// parser reads (the function's name inside the call's JSON).
-    pub tool_calls: Option<crate::template::framing::Call>,
+    /// The tool-call parser of the model's template (the format it writes calls in), when
+    /// chatgate reads that format.
+    pub tool_calls: Option<crate::endpoint::parsers::ToolParser>,
 }
 
 /// Weight sets up to this size are content-hashed for the fingerprint; larger ones are

@@ -13,16 +13,16 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::engine::{run_job, Job, Msg, Prepared, Prompt};
 use super::errors::ApiError;
-use super::faults::{random_hex, Fault, Rng};
+use super::faults::{random_hex, Fault, Faults, Rng};
 use super::openai::{
     self, chat_logprobs, completion_logprobs, finish_reason_str, Fields, Meta, Usage,
 };
 use super::sse::{self, Kind, StreamSpec, ToolStream};
 use super::AppState;
-use crate::endpoint::parsers::ReplyParsers;
+use crate::endpoint::parsers::{ReplyParsers, ToolParser};
 use crate::endpoint::Generation;
-use crate::template::calls::{Parsed, ToolCall};
-use crate::template::framing::{Call, Splitter};
+use crate::template::calls::ToolCall;
+use crate::template::framing::Splitter;
 
 /// The largest request body accepted.
 const MAX_BODY_BYTES: usize = 32 << 20;
@@ -185,7 +185,7 @@ async fn run(
     kind: Kind,
     common: &openai::Common,
     prompt: Prompt,
-    tool_parser: Option<Call>,
+    tool_parser: Option<ToolParser>,
 ) -> Result<Outcome, ApiError> {
     check_model(st, common.model.as_deref())?;
     let job = Job {
@@ -245,30 +245,92 @@ fn reasoning_parser(st: &AppState) -> Option<Splitter> {
 
 /// The tool-call parser for a chat reply: the template's call framing when the request lets the
 /// model call its tools, unless the `tool-calls-as-text` fault leaves the server without one.
-fn tool_parser(st: &AppState, parse_tools: bool) -> Option<Call> {
+fn tool_parser(st: &AppState, parse_tools: bool, prompt: &Prompt) -> Option<ToolParser> {
     if !parse_tools || st.faults.has(Fault::ToolCallsAsText) {
         return None;
     }
-    st.tool_calls.clone()
+    let tools = match prompt {
+        Prompt::Chat {
+            tools: Some(Value::Array(tools)),
+            ..
+        } => tools.as_slice(),
+        _ => &[],
+    };
+    Some(st.tool_calls.as_ref()?.offering(tools))
 }
 
-/// The calls in a reply, as the tool-call parser reads them; under `parallel-calls-collapsed`,
-/// only the first of them (a parser that reads one call a turn).
-pub(super) fn parse_calls(
-    call: &Call,
+/// What the tool-call parser returned (`calls`, `content`) as the parser faults change it.
+/// `text`: what the parser read; `cut`: the token limit ended the reply.
+pub(super) fn call_faults(
+    parser: &ToolParser,
+    calls: &mut Vec<ToolCall>,
+    content: &mut String,
     text: &str,
-    faults: &crate::serve::faults::Faults,
-) -> Option<Parsed> {
-    let mut parsed = call.parse(text)?;
-    if faults.has(Fault::ParallelCallsCollapsed) {
-        parsed.calls.truncate(1);
+    cut: bool,
+    faults: &Faults,
+) {
+    let marker = parser.marker();
+    if faults.has(Fault::UnclosedCallEmpty) && cut && !marker.is_empty() && text.contains(marker) {
+        calls.clear();
+        content.clear();
+        return;
     }
-    Some(parsed)
+    if faults.has(Fault::ToolCallCutAtMarker) {
+        cut_at_marker(calls, parser.closer());
+    }
+    if faults.has(Fault::ParallelCallsCollapsed) {
+        calls.truncate(1);
+    }
+    let (stringified, trimmed) = (
+        faults.has(Fault::ToolValuesStringified),
+        faults.has(Fault::ToolValuesTrimmed),
+    );
+    for call in calls.iter_mut() {
+        let Value::Object(args) = &mut call.arguments else {
+            continue;
+        };
+        for v in args.values_mut() {
+            match v {
+                Value::String(s) if trimmed => *s = s.trim().to_string(),
+                Value::String(_) => {}
+                other if stringified => *other = Value::String(other.to_string()),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// A parser that finds a call's end by scanning for the closing marker: the first value that
+/// holds the marker ends the call there (the rest of the value, the later arguments and calls
+/// are lost).
+fn cut_at_marker(calls: &mut Vec<ToolCall>, closer: &str) {
+    if closer.is_empty() {
+        return;
+    }
+    for (i, call) in calls.iter_mut().enumerate() {
+        let Value::Object(args) = &mut call.arguments else {
+            continue;
+        };
+        let Some(k) = args
+            .values()
+            .position(|v| v.as_str().is_some_and(|s| s.contains(closer)))
+        else {
+            continue;
+        };
+        let mut kept: Map<String, Value> = std::mem::take(args).into_iter().take(k + 1).collect();
+        if let Some(Value::String(s)) = kept.values_mut().last() {
+            let at = s.find(closer).unwrap_or(s.len());
+            s.truncate(at);
+        }
+        *args = kept;
+        calls.truncate(i + 1);
+        return;
+    }
 }
 
 /// A parsed call as the API carries it; under `tool-arguments-broken`, its arguments written as
 /// a Python dict.
-pub(super) fn api_call(call: &ToolCall, faults: &crate::serve::faults::Faults) -> Value {
+pub(super) fn api_call(call: &ToolCall, faults: &Faults) -> Value {
     let mut v = call.to_openai(&format!("call_{}", random_hex(24)));
     if faults.has(Fault::ToolArgumentsBroken) {
         v["function"]["arguments"] = json!(python_dict(&call.arguments));
@@ -293,7 +355,7 @@ async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError
     drop_ignored_fields(&st, &mut body);
     let req = openai::parse_chat(&body, st.vocab_size, Rng::from_time().next_u64())?;
     let common = req.common;
-    let tools = tool_parser(&st, req.parse_tools);
+    let tools = tool_parser(&st, req.parse_tools, &req.prompt);
     let Finished {
         g,
         prepared,
@@ -317,8 +379,16 @@ async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError
         calls: tools,
     };
     let mut read = parsers.read(&g.text, parsers.calls.is_some());
-    if st.faults.has(Fault::ParallelCallsCollapsed) {
-        read.calls.truncate(1);
+    if let Some(parser) = &parsers.calls {
+        let cut = g.finish_reason == crate::endpoint::FinishReason::Length;
+        call_faults(
+            parser,
+            &mut read.calls,
+            &mut read.content,
+            &g.text,
+            cut,
+            &st.faults,
+        );
     }
     let mut message =
         json!({"role": "assistant", "content": read.content, "refusal": null, "tool_calls": []});

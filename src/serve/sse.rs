@@ -16,8 +16,9 @@ use super::faults::{Fault, Faults};
 use super::openai::{
     chat_logprobs, completion_logprobs, finish_reason_str, Meta, TokenStrings, Usage,
 };
+use crate::endpoint::parsers::ToolParser;
 use crate::endpoint::{Generation, TokenStep};
-use crate::template::framing::{partial_suffix, Call, Part, Splitter};
+use crate::template::framing::{partial_suffix, Part, Splitter};
 
 /// One SSE event carrying `data`.
 pub fn frame(data: &str) -> Bytes {
@@ -137,15 +138,15 @@ pub struct StreamSpec {
 /// The streaming tool-call parser: content streams until the call marker, then the rest is
 /// held and parsed when the reply ends (each call's name in one delta, its arguments in two).
 pub struct ToolStream {
-    call: Call,
+    parser: ToolParser,
     held: String,
     in_call: bool,
 }
 
 impl ToolStream {
-    pub fn new(call: Call) -> ToolStream {
+    pub fn new(parser: ToolParser) -> ToolStream {
         ToolStream {
-            call,
+            parser,
             held: String::new(),
             in_call: false,
         }
@@ -158,7 +159,7 @@ impl ToolStream {
         if self.in_call {
             return String::new();
         }
-        let marker = self.call.marker();
+        let marker = self.parser.marker();
         if marker.is_empty() {
             // A bare JSON call: the reply is a call or not, known at its end.
             return String::new();
@@ -358,13 +359,29 @@ impl StreamState {
 
     /// What the tool-call parser held when the reply ended: its calls as `tool_calls` deltas
     /// (true), or the text as content when it holds none.
-    fn flush_tools(&mut self) -> bool {
+    fn flush_tools(&mut self, cut: bool) -> bool {
         let Some(tools) = self.spec.tools.take() else {
             return false;
         };
-        let parsed = super::routes::parse_calls(&tools.call, &tools.held, &self.spec.faults)
-            .unwrap_or_default();
+        let mut parsed = tools.parser.parse(&tools.held);
+        super::routes::call_faults(
+            &tools.parser,
+            &mut parsed.calls,
+            &mut parsed.content,
+            &tools.held,
+            cut,
+            &self.spec.faults,
+        );
         if parsed.calls.is_empty() {
+            let marker = tools.parser.marker();
+            if self.spec.faults.has(Fault::UnclosedCallEmpty)
+                && cut
+                && !marker.is_empty()
+                && tools.held.contains(marker)
+            {
+                // The parser returned nothing for the cut call.
+                return false;
+            }
             self.send_content(&tools.held);
             return false;
         }
@@ -442,7 +459,7 @@ impl StreamState {
         for part in held {
             self.part(part);
         }
-        let called = self.flush_tools();
+        let called = self.flush_tools(g.finish_reason == crate::endpoint::FinishReason::Length);
         let reason = if called {
             "tool_calls"
         } else {

@@ -24,7 +24,11 @@ impl ToolCall {
         serde_json::json!({
             "id": id,
             "type": "function",
-            "function": {"name": self.name, "arguments": self.arguments.to_string()},
+            "function": {"name": self.name, "arguments": match &self.arguments {
+                // Text a parser could not read as JSON passes through as the model wrote it.
+                Value::String(text) => text.clone(),
+                v => v.to_string(),
+            }},
         })
     }
 

@@ -250,6 +250,30 @@ fn serve_fault(f: Fault) -> (&'static str, &'static str, &'static str, &'static 
             "server",
             "server.tool-call-parse",
         ),
+        Fault::ToolValuesStringified => (
+            "tool-call values stringified",
+            "returns every non-string argument as a string (`\"days\": \"3\"`, vllm#47906)",
+            "server",
+            "server.tool-call-parse",
+        ),
+        Fault::ToolValuesTrimmed => (
+            "tool-call values not kept byte for byte",
+            "strips the whitespace around string arguments (sglang#41317)",
+            "server",
+            "server.tool-call-parse",
+        ),
+        Fault::ToolCallCutAtMarker => (
+            "tool call ended at a marker inside a value",
+            "ends a call at the first `</tool_call>`, even inside a string (ollama#18659)",
+            "server",
+            "server.tool-call-parse",
+        ),
+        Fault::UnclosedCallEmpty => (
+            "tool call cut by the token limit returned empty",
+            "returns a reply cut inside a call as an empty message (ollama PR 17250)",
+            "server",
+            "server.tool-call-parse",
+        ),
         Fault::ToolChoiceIgnored => (
             "request field accepted but ignored",
             "ignores `tool_choice` (calls come back under \"none\")",
@@ -346,6 +370,61 @@ async fn parallel_call_row(rows: &mut Vec<Row>) {
     rows.push(Row::new(class, how, boundary, check).judge(&r));
 }
 
+/// The faults that change a call's values: they show only on a call whose values a parser can
+/// change.
+fn values_fault(f: Fault) -> bool {
+    matches!(
+        f,
+        Fault::ToolValuesStringified | Fault::ToolValuesTrimmed | Fault::ToolCallCutAtMarker
+    )
+}
+
+/// The value faults over the Qwen3 stand-in scripted with `tool_calls::VALUES` (a padded
+/// string, an integer, a `</tool_call>` inside a string), its probe's tool typing `days`.
+async fn value_rows(rows: &mut Vec<Row>) {
+    let model = crate::common::families::Family::scripted(
+        &crate::tool_calls::qwen3(),
+        crate::tool_calls::VALUES,
+    )
+    .0;
+    let ws = tempfile::tempdir().expect("tempdir");
+    let dir = ws.path().to_path_buf();
+    let healthy = serve_model(&model, &[], None).await;
+    let (url, m, d) = (healthy.url(), model.clone(), dir.clone());
+    tokio::task::spawn_blocking(move || {
+        let parameters = crate::tool_calls::values_parameters();
+        crate::tool_calls::suite_with_tool(&d, &m, &url, None, parameters);
+        crate::tool_calls::probe_budget(&d, 64);
+    })
+    .await
+    .expect("init");
+    // The healthy server keeps all three values: the check passes on it.
+    let r = gate(dir.join("suite.toml"), Some(healthy.url())).await;
+    healthy.stop().await.expect("stop");
+    let parse = r
+        .findings
+        .0
+        .iter()
+        .find(|f| f.check.id == "server.tool-call-parse")
+        .expect("server.tool-call-parse judged");
+    assert_eq!(
+        parse.severity,
+        chatgate::verdict::Severity::Pass,
+        "the healthy server: {}",
+        parse.message
+    );
+    for fault in Fault::ALL.into_iter().filter(|f| values_fault(*f)) {
+        let (class, what, boundary, check) = serve_fault(fault);
+        let server = serve_model(&model, &[fault], None).await;
+        let r = gate(dir.join("suite.toml"), Some(server.url())).await;
+        server.stop().await.expect("stop");
+        let how = format!(
+            "`chatgate serve --fault {fault}` over a Qwen3 stand-in whose call carries \" Paris \", 3 and \"a</tool_call>b\": {what}"
+        );
+        rows.push(Row::new(class, how, boundary, check).judge(&r));
+    }
+}
+
 /// The reasoning parser's faults on a reasoning family: the DeepSeek-R1 stand-in of
 /// tests/it/reasoning_split.rs (its generation prompt opens `<think>`), with a suite `init`
 /// wrote against the healthy `chatgate serve` (without SFT rows: see that file).
@@ -412,7 +491,7 @@ async fn tool_call_rows(rows: &mut Vec<Row>) {
     let tool_faults = Fault::ALL
         .into_iter()
         .filter(|f| f.needs_tool_calls() || f.ignored_field().is_some())
-        .filter(|f| *f != Fault::ParallelCallsCollapsed);
+        .filter(|f| *f != Fault::ParallelCallsCollapsed && !values_fault(*f));
     for fault in tool_faults {
         let (class, what, boundary, check) = serve_fault(fault);
         let server = serve_model(&model, &[fault], None).await;
@@ -422,6 +501,7 @@ async fn tool_call_rows(rows: &mut Vec<Row>) {
         rows.push(Row::new(class, how, boundary, check).judge(&r));
     }
     parallel_call_row(rows).await;
+    value_rows(rows).await;
     let row = Row::new(
         "tool calls returned as text",
         "llama-cpp-python (its default chat format: no tool-call parser) over a Qwen3 stand-in's GGUF".to_string(),

@@ -917,6 +917,47 @@ async fn overloaded_answers_open_the_breaker_and_show_retry_after() {
     assert!(errors[4].unreachable(), "{:?}", errors[4]);
 }
 
+/// A server that answered, then falls silent: three replies in a row past its own pace open
+/// the breaker, and the breaker says the server slowed down (a latency failure, exit 1), not
+/// that it is gone (exit 3): it was answering a moment ago. A server that never answered is
+/// unreachable (`a_silent_server_times_out_on_read`).
+#[tokio::test]
+async fn a_server_that_answered_then_stalls_opens_the_breaker_as_slow() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let reply = json!({"id": "x", "object": "chat.completion", "model": "tiny-chat",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi."}, "finish_reason": "stop"}]});
+    tokio::spawn(async move {
+        let mut n = 0;
+        while let Ok((sock, _)) = listener.accept().await {
+            n += 1;
+            let steps = match n {
+                1 => vec![json_response("200 OK", &reply)],
+                _ => vec![Step::Hang],
+            };
+            let log = Arc::new(Mutex::new(Vec::new()));
+            tokio::spawn(async move {
+                let _ = answer(sock, &steps, &log).await;
+            });
+        }
+    });
+    let t = HttpTarget::new(HttpOptions {
+        read_timeout: Duration::from_millis(300),
+        total_timeout: Duration::from_secs(20),
+        ..options(&url)
+    })
+    .expect("target");
+    t.chat(&greedy(false)).await.expect("the first reply");
+    assert!(t.breaker_open().is_none());
+    for _ in 0..3 {
+        let e = t.chat(&greedy(false)).await.expect_err("silence");
+        assert!(matches!(e, CallError::Slow { .. }), "{e:?}");
+    }
+    let why = t.breaker_open().expect("the breaker opened");
+    assert!(why.contains("longer than the server's own pace"), "{why}");
+    assert!(t.breaker_slow());
+}
+
 /// Invalid UTF-8 in a stream fails the request, as it does in a plain JSON body: U+FFFD is not
 /// passed off as the model's text.
 #[tokio::test]

@@ -64,9 +64,37 @@ pub(crate) fn qwen3() -> Family {
 /// with).
 const RELIES_ON: &str = "relies_on = [\"reasoning\", \"tool_calls\", \"tool_choice\", \"max_completion_tokens\", \"chat_template_kwargs\", \"response_format\"]\n";
 
+/// A call whose values a parser can change: a string with whitespace at its ends, an integer
+/// the schema types, and a string holding the call's closing marker (`</tool_call>`, the same
+/// added token the call ends with). JSON keeps all three; a parser that scans for the marker
+/// (vLLM's hermes regex too), strips values or stringifies them does not.
+pub(crate) const VALUES: &str = "<tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\" Paris \",\"days\":3,\"note\":\"a</tool_call>b\"}}</tool_call>";
+
+/// `get_weather`'s parameters for [`VALUES`]: `days` is an integer.
+pub(crate) fn values_parameters() -> Value {
+    json!({"type": "object", "properties": {
+        "city": {"type": "string"},
+        "days": {"type": "integer"},
+        "note": {"type": "string"},
+    }, "required": ["city"]})
+}
+
 /// A suite `init` wrote for `model` at `url`, whose first probe offers `get_weather`, and
 /// whose client relies on every reasoning, tool and request-field feature.
 pub(crate) fn suite_with_tools(dir: &Path, model: &Path, url: &str, stack: Option<&str>) {
+    let city =
+        json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    suite_with_tool(dir, model, url, stack, city);
+}
+
+/// [`suite_with_tools`] with `get_weather` taking `parameters`.
+pub(crate) fn suite_with_tool(
+    dir: &Path,
+    model: &Path,
+    url: &str,
+    stack: Option<&str>,
+    parameters: Value,
+) {
     init(dir, model, url, stack);
     let suite = dir.join("suite.toml");
     let text = std::fs::read_to_string(&suite).expect("suite.toml");
@@ -79,7 +107,7 @@ pub(crate) fn suite_with_tools(dir: &Path, model: &Path, url: &str, stack: Optio
         "tools": [{"type": "function", "function": {
             "name": "get_weather",
             "description": "The current weather in a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "parameters": parameters,
         }}],
     });
     std::fs::write(&path, format!("{tool}\n{rows}")).expect("prompts");

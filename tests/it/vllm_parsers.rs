@@ -327,3 +327,96 @@ fn the_captured_llama_server_replies_show_each_reasoning_format() {
         );
     }
 }
+
+/// What a Qwen3-Coder stand-in writes: one call in its XML, a string with a space at each end
+/// and an integer the probe's schema types (no newlines: the token every prompt ends on).
+const XML_CALL: &str = "<tool_call><function=get_weather><parameter=city> Paris </parameter><parameter=days>3</parameter></function></tool_call>";
+
+/// Qwen3-Coder: Qwen3's real tokenizer (`<tool_call>` an added token), Qwen3-Coder's template
+/// (calls in XML), the qwen3 architecture.
+fn qwen3_coder() -> Family {
+    Family {
+        name: "Qwen3-Coder: Qwen3's tokenizer, Qwen3-Coder's template",
+        model: "Qwen3",
+        arch: Some("qwen3"),
+        template: Some("Qwen3-Coder.jinja"),
+    }
+}
+
+/// vLLM's `qwen3_coder` parser on the XML a Qwen3-Coder model writes: it returns the call with
+/// `city` kept byte for byte and `days` typed by the schema, plain and streamed, and the gate
+/// passes; another family's parser (`hermes`, which reads JSON inside `<tool_call>`) returns the
+/// call as text, and `server.tool-call-parse` names `qwen3_coder` in its fix.
+#[test]
+fn vllm_qwen3_coder_parser_reads_the_xml_and_hermes_is_caught() {
+    let Some(python) = crate::common::vllm::python() else {
+        return;
+    };
+    let model = qwen3_coder().scripted_for_vllm(XML_CALL).0;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let parameters = serde_json::json!({"type": "object", "properties": {
+        "city": {"type": "string"},
+        "days": {"type": "integer"},
+    }, "required": ["city"]});
+    let flags = |parser| ["--enable-auto-tool-choice", "--tool-call-parser", parser];
+    {
+        let server = crate::common::vllm::start(&python, &model, "model", &flags("qwen3_coder"));
+        crate::tool_calls::suite_with_tool(dir, &model, &server.url, None, parameters);
+        crate::tool_calls::probe_budget(dir, 64);
+        let (code, report) = crate::reasoning_split::gate(dir, &server.url, true);
+        assert_eq!(code, 0, "{:?}", errors(&report));
+        let m = message(&report, "server.tool-call-parse");
+        assert_eq!(severity(&report, "server.tool-call-parse"), "pass", "{m}");
+        let framing = finding(&report, "server.tool-call-parse")["evidence"]["framing"].clone();
+        assert!(
+            framing.as_str().is_some_and(|f| f.contains("Qwen3Xml")),
+            "{framing}"
+        );
+        // The snapshots hold what vLLM returned: to the probe whose schema types `days`, the
+        // padded string and the integer; to `init`'s probe, whose schema names only `city`,
+        // `days` as the text the model wrote (vLLM's rule where the schema is silent).
+        let snapshots: Vec<String> = std::fs::read_dir(dir.join("snapshots/suite"))
+            .expect("snapshots")
+            .map(|e| std::fs::read_to_string(e.expect("entry").path()).expect("snapshot"))
+            .collect();
+        let of = |prompt: &str| {
+            snapshots
+                .iter()
+                .find(|s| s.contains(&format!("prompt: {prompt}\n")))
+                .unwrap_or_else(|| panic!("a snapshot of {prompt}"))
+        };
+        let typed = of("weather-tool");
+        assert!(
+            typed.contains(r#""arguments":{"city":" Paris ","days":3}"#),
+            "{typed}"
+        );
+        let silent = of("tool-call");
+        assert!(
+            silent.contains(r#""arguments":{"city":" Paris ","days":"3"}"#),
+            "{silent}"
+        );
+    }
+    {
+        let server = crate::common::vllm::start(&python, &model, "model", &flags("hermes"));
+        let (code, report) = crate::reasoning_split::gate(dir, &server.url, false);
+        assert_eq!(code, 1);
+        let tools = finding(&report, "server.tool-call-parse");
+        let m = tools["message"].as_str().unwrap_or_default();
+        assert_eq!(tools["severity"], "error", "{tools}");
+        assert!(m.contains("as text"), "{m}");
+        assert!(
+            tools["evidence"]["fix"]
+                .as_str()
+                .is_some_and(|f| f.contains("--tool-call-parser qwen3_coder")),
+            "{tools}"
+        );
+        // Streamed, hermes holds the text from `<tool_call>` on and never returns it: the
+        // stream and the whole reply differ, which `server.stream-parity` (checked first) says.
+        let first = report["first_broken"]["check"].as_str().unwrap_or_default();
+        assert!(
+            ["server.stream-parity", "server.tool-call-parse"].contains(&first),
+            "{first}"
+        );
+    }
+}

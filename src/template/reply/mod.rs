@@ -255,6 +255,13 @@ impl Reader {
         }
     }
 
+    /// This reader with no reasoning parser (a server's tool-call parser reads the text its
+    /// reasoning parser left).
+    pub fn without_reasoning(mut self) -> Reader {
+        self.reasoning = None;
+        self
+    }
+
     /// One line each on the call and reasoning framing read with.
     pub fn describe(&self) -> Vec<String> {
         let calls = match (self.format, &self.json) {
@@ -294,13 +301,57 @@ impl Reader {
         let (reasoning, rest) = self.split_reasoning(text);
         let base = text.len() - rest.len().min(text.len());
         let base = if text.ends_with(&rest) { base } else { 0 };
+        let mut out = self.read_calls_at(&rest, base, tools);
+        out.message.reasoning_content = reasoning.filter(|r| !r.is_empty());
+        out
+    }
+
+    /// Read the calls of a text whose reasoning is already split off (a server's tool-call
+    /// parser, after its reasoning parser); harmony's calls are read with its channels.
+    pub fn read_calls(&self, text: &str, tools: &[Value]) -> Reading {
+        if self.format == Some(CallFormat::Harmony) {
+            let mut out = harmony::read(text);
+            out.message.reasoning_content = None;
+            return out;
+        }
+        self.read_calls_at(text, 0, tools)
+    }
+
+    /// The marker a call opens with ("" for a bare JSON call): a streaming parser holds the
+    /// text from it on.
+    pub fn marker(&self) -> &str {
+        match (self.format, &self.json) {
+            (Some(CallFormat::Json), Some(c)) => c.marker(),
+            (Some(f), _) => f.opener(),
+            (None, _) => "",
+        }
+    }
+
+    /// The marker that ends a call (a value holding it is where a parser that scans for the
+    /// marker without reading the value ends the call early: ollama#18659).
+    pub fn closer(&self) -> &str {
+        use CallFormat::*;
+        match (self.format, &self.json) {
+            (Some(Json), Some(c)) => c.close.trim(),
+            (Some(Qwen3Xml | Glm), _) => "</tool_call>",
+            (Some(MiniMaxM2), _) => "</minimax:tool_call>",
+            (Some(DeepSeekDsml), _) => "</｜DSML｜invoke>",
+            (Some(Kimi), _) => "<|tool_call_end|>",
+            (Some(DeepSeekV31 | DeepSeekV3), _) => "<｜tool▁call▁end｜>",
+            (Some(Gemma4), _) => "<tool_call|>",
+            (Some(Harmony), _) => "<|call|>",
+            (Some(MistralArgs), _) | (Some(Json), None) | (None, _) => "",
+        }
+    }
+
+    fn read_calls_at(&self, rest: &str, base: usize, tools: &[Value]) -> Reading {
         let scan = match self.format {
             None => Scan {
-                before: rest.clone(),
+                before: rest.to_string(),
                 ..Scan::default()
             },
-            Some(CallFormat::Json) => self.scan_json(&rest),
-            Some(f) => scan(f, &rest),
+            Some(CallFormat::Json) => self.scan_json(rest),
+            Some(f) => scan(f, rest),
         };
         let mut out = Reading::default();
         for (at, why) in &scan.broken {
@@ -324,7 +375,6 @@ impl Reader {
             content = content.trim().to_string();
         }
         out.message.content = (!content.is_empty()).then_some(content);
-        out.message.reasoning_content = reasoning.filter(|r| !r.is_empty());
         out
     }
 
