@@ -17,9 +17,9 @@ use super::faults::{random_hex, Fault, Faults, Rng};
 use super::openai::{
     self, chat_logprobs, completion_logprobs, finish_reason_str, Fields, Meta, Usage,
 };
-use super::sse::{self, Kind, StreamSpec, ToolStream};
+use super::sse::{self, Kind, StreamSpec};
 use super::AppState;
-use crate::endpoint::parsers::{ReplyParsers, ToolParser};
+use crate::endpoint::parsers::{ReplyParsers, StreamReader, ToolParser};
 use crate::endpoint::Generation;
 use crate::template::calls::ToolCall;
 use crate::template::framing::Splitter;
@@ -213,8 +213,10 @@ async fn run(
             stop_token_ids: common.params.stop_token_ids.clone(),
             faults: st.faults.clone(),
             tokens: st.tokens.clone(),
-            reasoning: (kind == Kind::Chat).then(|| reasoning_parser(st)).flatten(),
-            tools: tool_parser.map(ToolStream::new),
+            reader: StreamReader::new(
+                (kind == Kind::Chat).then(|| reasoning_parser(st)).flatten(),
+                tool_parser,
+            ),
         };
         return Ok(Outcome::Streamed(sse::stream_response(spec, prepared, rx)));
     }

@@ -16,9 +16,8 @@ use super::faults::{Fault, Faults};
 use super::openai::{
     chat_logprobs, completion_logprobs, finish_reason_str, Meta, TokenStrings, Usage,
 };
-use crate::endpoint::parsers::ToolParser;
+use crate::endpoint::parsers::{Piece, StreamReader, ToolParser};
 use crate::endpoint::{Generation, TokenStep};
-use crate::template::framing::{partial_suffix, Part, Splitter};
 
 /// One SSE event carrying `data`.
 pub fn frame(data: &str) -> Bytes {
@@ -128,54 +127,9 @@ pub struct StreamSpec {
     pub stop_token_ids: Vec<u32>,
     pub faults: Faults,
     pub tokens: Arc<dyn TokenStrings + Send + Sync>,
-    /// The reasoning parser (chat only): reasoning deltas go out as `reasoning_content`.
-    pub reasoning: Option<Splitter>,
-    /// The tool-call parser (chat requests that offer tools): calls go out as `tool_calls`
-    /// deltas.
-    pub tools: Option<ToolStream>,
-}
-
-/// The streaming tool-call parser: content streams until the call marker, then the rest is
-/// held and parsed when the reply ends (each call's name in one delta, its arguments in two).
-pub struct ToolStream {
-    parser: ToolParser,
-    held: String,
-    in_call: bool,
-}
-
-impl ToolStream {
-    pub fn new(parser: ToolParser) -> ToolStream {
-        ToolStream {
-            parser,
-            held: String::new(),
-            in_call: false,
-        }
-    }
-
-    /// The content `text` releases: all of it before the call marker (less what may be its
-    /// start), nothing after.
-    fn push(&mut self, text: &str) -> String {
-        self.held.push_str(text);
-        if self.in_call {
-            return String::new();
-        }
-        let marker = self.parser.marker();
-        if marker.is_empty() {
-            // A bare JSON call: the reply is a call or not, known at its end.
-            return String::new();
-        }
-        match self.held.find(marker) {
-            Some(at) => {
-                self.in_call = true;
-                let before: String = self.held.drain(..at).collect();
-                before.trim_end().to_string()
-            }
-            None => {
-                let keep = partial_suffix(&self.held, marker);
-                self.held.drain(..self.held.len() - keep).collect()
-            }
-        }
-    }
+    /// The reasoning and tool-call parsers (chat only): reasoning deltas go out as
+    /// `reasoning_content`, calls as `tool_calls` deltas.
+    pub reader: StreamReader,
 }
 
 /// vLLM's `stop_reason`: the request stop token id or stop string that ended the reply; null
@@ -324,20 +278,17 @@ impl StreamState {
         self.envelope(json!([choice]))
     }
 
-    /// Text the model produced: through the reasoning parser when there is one.
+    /// Text the model produced: through the reply's parsers.
     fn produced(&mut self, text: &str) {
-        let Some(splitter) = self.spec.reasoning.as_mut() else {
-            return self.content(text);
-        };
-        for part in splitter.push(text) {
-            self.part(part);
+        for piece in self.spec.reader.push(text) {
+            self.piece(piece);
         }
     }
 
-    fn part(&mut self, part: Part) {
-        match part {
-            Part::Content(text) => self.content(&text),
-            Part::Reasoning(text) => {
+    fn piece(&mut self, piece: Piece) {
+        match piece {
+            Piece::Content(text) => self.send_content(&text),
+            Piece::Reasoning(text) => {
                 if self.spec.faults.has(Fault::ReasoningDropped) {
                     return;
                 }
@@ -348,41 +299,32 @@ impl StreamState {
         }
     }
 
-    /// Content text: through the tool-call parser when there is one.
-    fn content(&mut self, text: &str) {
-        let released = match self.spec.tools.as_mut() {
-            Some(tools) => tools.push(text),
-            None => text.to_string(),
-        };
-        self.send_content(&released);
-    }
-
     /// What the tool-call parser held when the reply ended: its calls as `tool_calls` deltas
-    /// (true), or the text as content when it holds none.
-    fn flush_tools(&mut self, cut: bool) -> bool {
-        let Some(tools) = self.spec.tools.take() else {
+    /// (true), or the text as content when it holds none. `cut`: the token limit ended it.
+    fn flush_tools(&mut self, tools: Option<(ToolParser, String)>, cut: bool) -> bool {
+        let Some((parser, held)) = tools else {
             return false;
         };
-        let mut parsed = tools.parser.parse(&tools.held);
+        let mut parsed = parser.parse(&held);
         super::routes::call_faults(
-            &tools.parser,
+            &parser,
             &mut parsed.calls,
             &mut parsed.content,
-            &tools.held,
+            &held,
             cut,
             &self.spec.faults,
         );
         if parsed.calls.is_empty() {
-            let marker = tools.parser.marker();
+            let marker = parser.marker();
             if self.spec.faults.has(Fault::UnclosedCallEmpty)
                 && cut
                 && !marker.is_empty()
-                && tools.held.contains(marker)
+                && held.contains(marker)
             {
                 // The parser returned nothing for the cut call.
                 return false;
             }
-            self.send_content(&tools.held);
+            self.send_content(&held);
             return false;
         }
         self.send_content(&parsed.content);
@@ -450,16 +392,12 @@ impl StreamState {
                 g.text
             ),
         }
-        let held = self
-            .spec
-            .reasoning
-            .as_mut()
-            .map(Splitter::finish)
-            .unwrap_or_default();
-        for part in held {
-            self.part(part);
+        let (pieces, tools) = self.spec.reader.finish();
+        for piece in pieces {
+            self.piece(piece);
         }
-        let called = self.flush_tools(g.finish_reason == crate::endpoint::FinishReason::Length);
+        let cut = g.finish_reason == crate::endpoint::FinishReason::Length;
+        let called = self.flush_tools(tools, cut);
         let reason = if called {
             "tool_calls"
         } else {
