@@ -288,6 +288,17 @@ impl ModelDir {
         open::open(path)
     }
 
+    /// Where a file the model's origins name lives: origins are relative to the model
+    /// directory, or to a GGUF file's own folder (`model.gguf#tokenizer.chat_template`).
+    pub fn path_of(&self, origin: &str) -> PathBuf {
+        let base = if self.root.is_file() {
+            self.root.parent().unwrap_or(&self.root)
+        } else {
+            &self.root
+        };
+        base.join(origin)
+    }
+
     /// The special tokens transformers 5 passes to the template: tokenizer_config.json's
     /// named tokens, then special_tokens_map.json, then GGUF metadata.
     ///

@@ -43,7 +43,7 @@ fn template_of(a: &ParseReplyArgs) -> Result<(ChatTemplate, SpecialTokens, Strin
                 Error::in_file(&m.root, "the model ships no chat template")
                     .hint("pass one with --template FILE.jinja")
             })?;
-            (t.text.clone(), m.root.join(&t.origin).display().to_string())
+            (t.text.clone(), m.path_of(&t.origin).display().to_string())
         }
         (None, None) => return Err(Error::input("give --model DIR or --template FILE.jinja")),
     };

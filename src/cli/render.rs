@@ -144,13 +144,7 @@ pub fn render(a: &RenderArgs) -> Result<RenderOutput> {
             )
             .hint("pass one with --template FILE.jinja")
         })?;
-        // Origins are relative to the model directory (a GGUF file's own folder).
-        let base = if m.root.is_file() {
-            m.root.parent().unwrap_or(&m.root)
-        } else {
-            &m.root
-        };
-        Ok((t.text.clone(), base.join(&t.origin).display().to_string()))
+        Ok((t.text.clone(), m.path_of(&t.origin).display().to_string()))
     };
     let (source, origin) = match (&a.template, &model) {
         (Some(path), _) => (

@@ -340,29 +340,36 @@ fn latency_not_judged(r: &GateReport, check: &str) -> bool {
     })
 }
 
-/// `parallel-calls-collapsed` needs a model that writes two calls in one turn: the Qwen3
-/// stand-in scripted with two `<tool_call>` blocks, probes with room for both.
-async fn parallel_call_row(rows: &mut Vec<Row>) {
-    let model = crate::common::families::Family::scripted(
-        &crate::tool_calls::qwen3(),
-        crate::tool_calls::PARALLEL,
-    )
-    .0;
+/// A Qwen3 stand-in scripted with `reply`, the healthy `chatgate serve` on it, and a suite `init`
+/// wrote against that server whose first probe offers `get_weather(parameters)`, with room for
+/// the reply (the workspace lives as long as the returned TempDir).
+async fn scripted_tool_suite(
+    reply: &str,
+    parameters: Value,
+) -> (PathBuf, tempfile::TempDir, chatgate::serve::RunningServer) {
+    let model = crate::common::families::Family::scripted(&crate::tool_calls::qwen3(), reply).0;
     let ws = tempfile::tempdir().expect("tempdir");
-    let dir = ws.path().to_path_buf();
     let healthy = serve_model(&model, &[], None).await;
-    let (url, m, d) = (healthy.url(), model.clone(), dir.clone());
+    let (url, m, d) = (healthy.url(), model.clone(), ws.path().to_path_buf());
     tokio::task::spawn_blocking(move || {
-        crate::tool_calls::suite_with_tools(&d, &m, &url, None);
+        crate::tool_calls::suite_with_tool(&d, &m, &url, None, parameters);
         crate::tool_calls::probe_budget(&d, 64);
     })
     .await
     .expect("init");
+    (model, ws, healthy)
+}
+
+/// `parallel-calls-collapsed` needs a model that writes two calls in one turn: the Qwen3
+/// stand-in scripted with two `<tool_call>` blocks, probes with room for both.
+async fn parallel_call_row(rows: &mut Vec<Row>) {
+    let city = serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    let (model, ws, healthy) = scripted_tool_suite(crate::tool_calls::PARALLEL, city).await;
     healthy.stop().await.expect("stop");
     let fault = Fault::ParallelCallsCollapsed;
     let (class, what, boundary, check) = serve_fault(fault);
     let server = serve_model(&model, &[fault], None).await;
-    let r = gate(dir.join("suite.toml"), Some(server.url())).await;
+    let r = gate(ws.path().join("suite.toml"), Some(server.url())).await;
     server.stop().await.expect("stop");
     let how = format!(
         "`chatgate serve --fault {fault}` over a Qwen3 stand-in that writes two calls: {what}"
@@ -382,22 +389,9 @@ fn values_fault(f: Fault) -> bool {
 /// The value faults over the Qwen3 stand-in scripted with `tool_calls::VALUES` (a padded
 /// string, an integer, a `</tool_call>` inside a string), its probe's tool typing `days`.
 async fn value_rows(rows: &mut Vec<Row>) {
-    let model = crate::common::families::Family::scripted(
-        &crate::tool_calls::qwen3(),
-        crate::tool_calls::VALUES,
-    )
-    .0;
-    let ws = tempfile::tempdir().expect("tempdir");
+    let parameters = crate::tool_calls::values_parameters();
+    let (model, ws, healthy) = scripted_tool_suite(crate::tool_calls::VALUES, parameters).await;
     let dir = ws.path().to_path_buf();
-    let healthy = serve_model(&model, &[], None).await;
-    let (url, m, d) = (healthy.url(), model.clone(), dir.clone());
-    tokio::task::spawn_blocking(move || {
-        let parameters = crate::tool_calls::values_parameters();
-        crate::tool_calls::suite_with_tool(&d, &m, &url, None, parameters);
-        crate::tool_calls::probe_budget(&d, 64);
-    })
-    .await
-    .expect("init");
     // The healthy server keeps all three values: the check passes on it.
     let r = gate(dir.join("suite.toml"), Some(healthy.url())).await;
     healthy.stop().await.expect("stop");

@@ -200,3 +200,31 @@ fn schema_silence_and_a_cut_call_are_said() {
     assert!(notes.contains("silent on z"), "{notes}");
     assert!(notes.contains("cut off"), "{notes}");
 }
+
+/// `--model` takes a GGUF file as it takes a directory: the template is the file's own
+/// (`model.gguf#tokenizer.chat_template`, named beside the file, not inside it).
+#[test]
+fn a_gguf_file_is_read_with_the_template_it_carries() {
+    let model = crate::tool_calls::standin();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("reply.txt"), crate::tool_calls::CALL).unwrap();
+    let gguf = model.join("model.gguf");
+    let args = [
+        "parse-reply",
+        "--model",
+        gguf.to_str().unwrap(),
+        "--text",
+        "reply.txt",
+        "--format",
+        "json",
+    ];
+    let (code, out, err) = chatgate_in(&args, dir.path());
+    assert_eq!(code, 0, "{out}\n{err}");
+    let got: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(got["tool_calls"][0]["name"], "get_weather", "{got}");
+    assert_eq!(
+        got["framing"]["template"],
+        format!("{}#tokenizer.chat_template", gguf.display()),
+        "{got}"
+    );
+}
