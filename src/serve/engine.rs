@@ -170,6 +170,13 @@ impl Engine {
                 template_kwargs,
             } => {
                 let agp = *add_generation_prompt && !self.faults.has(Fault::NoGenerationPrompt);
+                let dropped;
+                let messages = if self.faults.has(Fault::HistoryReasoningDropped) {
+                    dropped = without_reasoning(messages);
+                    &dropped
+                } else {
+                    messages
+                };
                 let (text, ids) = match &self.wrong_template {
                     Some(t) => {
                         self.render_with(t, messages, tools.as_ref(), agp, template_kwargs)?
@@ -534,6 +541,25 @@ pub fn check_context(
         None if prompt_len >= context => Err(overflow(1)),
         None => Ok(context - prompt_len),
     }
+}
+
+/// The history with the assistant turns' reasoning taken out (the
+/// `history-reasoning-dropped` fault).
+fn without_reasoning(messages: &[Value]) -> Vec<Value> {
+    messages
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            if let Some(obj) = m
+                .as_object_mut()
+                .filter(|o| o.get("role") == Some(&Value::from("assistant")))
+            {
+                obj.remove("reasoning_content");
+                obj.remove("reasoning");
+            }
+            m
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -59,6 +59,9 @@ pub enum Fault {
     /// A reply the token limit cuts inside a call (no closing marker) comes back as an empty
     /// message: no content, no calls (ollama PR 17250).
     UnclosedCallEmpty,
+    /// Drop the reasoning (`reasoning_content`, `reasoning`) of the assistant turns in a
+    /// request's history before the template renders it (vLLM >= 0.20, vllm#42664).
+    HistoryReasoningDropped,
     /// Accept `tool_choice` and ignore it: calls are parsed even under "none".
     ToolChoiceIgnored,
     /// Accept `max_completion_tokens` and ignore it: only `max_tokens` limits a reply.
@@ -70,7 +73,7 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 27] = [
+    pub const ALL: [Fault; 28] = [
         Fault::BaseCheckpoint,
         Fault::DoubleBos,
         Fault::WrongTemplate,
@@ -94,6 +97,7 @@ impl Fault {
         Fault::ToolValuesTrimmed,
         Fault::ToolCallCutAtMarker,
         Fault::UnclosedCallEmpty,
+        Fault::HistoryReasoningDropped,
         Fault::ToolChoiceIgnored,
         Fault::MaxCompletionTokensIgnored,
         Fault::TemplateKwargsIgnored,
@@ -121,6 +125,7 @@ impl Fault {
                 | Fault::ToolValuesTrimmed
                 | Fault::ToolCallCutAtMarker
                 | Fault::UnclosedCallEmpty
+                | Fault::HistoryReasoningDropped
         )
     }
 
@@ -162,6 +167,7 @@ impl Fault {
             Fault::ToolValuesTrimmed => "tool-values-trimmed",
             Fault::ToolCallCutAtMarker => "tool-call-cut-at-marker",
             Fault::UnclosedCallEmpty => "unclosed-call-empty",
+            Fault::HistoryReasoningDropped => "history-reasoning-dropped",
             Fault::ToolChoiceIgnored => "tool-choice-ignored",
             Fault::MaxCompletionTokensIgnored => "max-completion-tokens-ignored",
             Fault::TemplateKwargsIgnored => "template-kwargs-ignored",
@@ -274,6 +280,10 @@ Faults (--fault NAME, repeatable; each changes exactly what it says and nothing 
   unclosed-call-empty   a reply the token limit cuts inside a call comes back as an empty
                         message, no content and no calls (ollama PR 17250) [server: tool-call
                         parse]
+  history-reasoning-dropped
+                        drop the reasoning (`reasoning_content`, `reasoning`) of the assistant
+                        turns in a request's history before the template renders it (vLLM >=
+                        0.20, vllm#42664) [server: agent round trip]
   tool-choice-ignored   accepts `tool_choice` and ignores it: calls come back under \"none\"
                         [server: tool choice]
   max-completion-tokens-ignored

@@ -274,6 +274,12 @@ fn serve_fault(f: Fault) -> (&'static str, &'static str, &'static str, &'static 
             "server",
             "server.tool-call-parse",
         ),
+        Fault::HistoryReasoningDropped => (
+            "reasoning dropped from the request history",
+            "drops the assistant's reasoning from the history before rendering it (vllm#42664)",
+            "server",
+            "server.agent-round-trip",
+        ),
         Fault::ToolChoiceIgnored => (
             "request field accepted but ignored",
             "ignores `tool_choice` (calls come back under \"none\")",
@@ -373,6 +379,23 @@ async fn parallel_call_row(rows: &mut Vec<Row>) {
     server.stop().await.expect("stop");
     let how = format!(
         "`chatgate serve --fault {fault}` over a Qwen3 stand-in that writes two calls: {what}"
+    );
+    rows.push(Row::new(class, how, boundary, check).judge(&r));
+}
+
+/// `history-reasoning-dropped` needs a model that thinks before it calls: the reasoning is
+/// what the client sends back in the agent's second turn.
+async fn round_trip_row(rows: &mut Vec<Row>) {
+    let city = serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    let (model, ws, healthy) = scripted_tool_suite(crate::tool_calls::THINK_CALL, city).await;
+    healthy.stop().await.expect("stop");
+    let fault = Fault::HistoryReasoningDropped;
+    let (class, what, boundary, check) = serve_fault(fault);
+    let server = serve_model(&model, &[fault], None).await;
+    let r = gate(ws.path().join("suite.toml"), Some(server.url())).await;
+    server.stop().await.expect("stop");
+    let how = format!(
+        "`chatgate serve --fault {fault}` over a Qwen3 stand-in that thinks, then calls: {what}"
     );
     rows.push(Row::new(class, how, boundary, check).judge(&r));
 }
@@ -485,7 +508,12 @@ async fn tool_call_rows(rows: &mut Vec<Row>) {
     let tool_faults = Fault::ALL
         .into_iter()
         .filter(|f| f.needs_tool_calls() || f.ignored_field().is_some())
-        .filter(|f| *f != Fault::ParallelCallsCollapsed && !values_fault(*f));
+        .filter(|f| {
+            !matches!(
+                f,
+                Fault::ParallelCallsCollapsed | Fault::HistoryReasoningDropped
+            ) && !values_fault(*f)
+        });
     for fault in tool_faults {
         let (class, what, boundary, check) = serve_fault(fault);
         let server = serve_model(&model, &[fault], None).await;
@@ -496,6 +524,7 @@ async fn tool_call_rows(rows: &mut Vec<Row>) {
     }
     parallel_call_row(rows).await;
     value_rows(rows).await;
+    round_trip_row(rows).await;
     let row = Row::new(
         "tool calls returned as text",
         "llama-cpp-python (its default chat format: no tool-call parser) over a Qwen3 stand-in's GGUF".to_string(),

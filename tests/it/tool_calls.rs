@@ -505,3 +505,43 @@ fn skipped_checks_send_no_probe() {
     let skipped = field_probes(&sent(true));
     assert!(skipped.is_empty(), "skipped checks still sent: {skipped:?}");
 }
+
+/// What a Qwen3 stand-in that thinks before it calls writes (the think tags plain text here:
+/// the Qwen2.5 tokenizer has no `<think>` token, and the template frames it all the same).
+pub(crate) const THINK_CALL: &str = "<think>Paris weather.</think><tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}</tool_call>";
+
+/// The agent's second turn (`server.agent-round-trip`): the healthy `chatgate serve` renders
+/// the history a client sends back — the call, its reasoning in `reasoning_content`, a tool
+/// result — as the template does, token for token (its `/tokenize` shows it); under
+/// `history-reasoning-dropped` (vLLM >= 0.20's bug) the reasoning is missing from its prompt,
+/// and the finding says so.
+#[test]
+fn the_agents_second_turn_is_rendered_as_the_template_does() {
+    let model = qwen3().scripted(THINK_CALL).0;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let healthy = Serve::start(&model, &[]);
+    suite_with_tools(dir.path(), &model, &healthy.url, None);
+    probe_budget(dir.path(), 64);
+    let (code, report) = gate(dir.path(), &healthy.url, true);
+    assert_eq!(code, 0, "{:?}", crate::common::report_json::errors(&report));
+    let f = finding(&report, "server.agent-round-trip");
+    assert_eq!(f["severity"], "pass", "{f}");
+    assert!(
+        f["evidence"]["sent"]
+            .as_str()
+            .is_some_and(|s| s.contains("reasoning in `reasoning_content`")),
+        "{f}"
+    );
+    drop(healthy);
+    let broken = Serve::start(&model, &["history-reasoning-dropped"]);
+    let (code, report) = gate(dir.path(), &broken.url, false);
+    assert_eq!(code, 1);
+    let f = finding(&report, "server.agent-round-trip");
+    assert_eq!(f["severity"], "error", "{f}");
+    let m = f["message"].as_str().unwrap_or_default();
+    assert!(
+        m.contains("lacks the reasoning sent back in `reasoning_content`"),
+        "{m}"
+    );
+    assert_eq!(report["first_broken"]["check"], "server.agent-round-trip");
+}

@@ -144,7 +144,23 @@ fn vllm_parsers_right_missing_and_of_another_family() {
             ),
         )
         .unwrap();
+        // The agent's second turn, the reasoning sent back in `reasoning`: rendered as the
+        // template renders it.
+        assert_eq!(
+            severity(&report, "server.agent-round-trip"),
+            "pass",
+            "{}",
+            message(&report, "server.agent-round-trip")
+        );
         let (code, report) = crate::reasoning_split::gate(dir, &server.url, false);
+        // Sent back in `reasoning_content`, the name the template reads, vLLM 0.32 drops it
+        // from the history before rendering (vllm#42664's class): 239 tokens against 248.
+        let m = message(&report, "server.agent-round-trip");
+        assert_eq!(severity(&report, "server.agent-round-trip"), "error", "{m}");
+        assert!(
+            m.contains("lacks the reasoning sent back in `reasoning_content`"),
+            "{m}"
+        );
         assert_eq!(code, 1);
         assert_eq!(severity(&report, "server.reasoning-split"), "error");
         assert!(

@@ -5,6 +5,7 @@
 pub mod fields;
 pub mod reasoning;
 pub mod responses;
+pub mod round_trip;
 pub mod tool_calls;
 use crate::verdict::checks;
 use serde_json::{json, Value};
@@ -73,6 +74,10 @@ pub static ONLINE: &[Judge] = &[
     Judge {
         checks: &[checks::SERVER_TOOL_CALL_PARSE],
         run: JudgeFn::Reads(|online, obs| tool_calls::check(online, obs).into_iter().collect()),
+    },
+    Judge {
+        checks: &[checks::SERVER_AGENT_ROUND_TRIP],
+        run: JudgeFn::Sends(|online, obs| Box::pin(round_trip::check(online, obs))),
     },
     Judge {
         checks: &[
