@@ -230,6 +230,10 @@ registry! {
         fails: "— (info, for a template that offers tools or writes calls: how it writes a call — the text around the JSON, the arguments' key, whether parallel calls render — derived by rendering a call through it, and the parser that reads that framing: vLLM's `--tool-call-parser`, llama.cpp's `--jinja` format; says so when the template never prints a request's `tools`, as DeepSeek-R1-Distill's does)",
         cause: "info: how the template writes tool calls and which parser reads them",
         fix: "start the server with the parser it names (`--tool-call-parser …`)";
+    TEMPLATE_PREFIX_STABILITY = "template.prefix-stability", Template, Offline,
+        fails: "— (a warning when, in an agent's conversation rendered through the serving template, the reply or the answer rendered as history does not continue the generation prompt it was written after, or the prompt after a tool's result does not continue the reply; info when a new user message rewrites earlier turns, as Qwen3's template drops earlier reasoning; with the characters where the texts part and the prompt tokens a prefix cache can still reuse)",
+        cause: "the template rewrites history: earlier reasoning dropped, a reply rendered otherwise than its generation prompt began it",
+        fix: "nothing to configure (the template's design); budget the prefill, or serve with a template that keeps history as the model was trained on it";
     TEMPLATE_REASONING_FRAMING = "template.reasoning-framing", Template, Offline,
         fails: "— (info, for a reasoning template: the marks around reasoning — `<think>`/`</think>`, harmony's analysis channel — whether the generation prompt opens the block, the `chat_template_kwargs` that change it, and the parser that moves it out of `content`: vLLM's `--reasoning-parser`, llama-server's `--reasoning-format`)",
         cause: "info: the template's reasoning marks and the parser that splits them",

@@ -250,3 +250,56 @@ fn init_and_check(
     let (_, out, err) = chatgate_in(&["check", "suite.toml", "--format", "json"], dir);
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"))
 }
+
+/// `template.prefix-stability` on an agent's conversation through real templates: the finding
+/// for `file` (tokens counted as whitespace-separated words: the cost figure only).
+fn prefix_stability(file: &str, eos: &str) -> chatgate::verdict::Finding {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/templates")
+        .join(file);
+    let template =
+        ChatTemplate::new(&std::fs::read_to_string(&path).expect("template")).expect("compiles");
+    let special = SpecialTokens {
+        eos_token: Some(eos.to_string()),
+        ..SpecialTokens::default()
+    };
+    let count = |t: &str| t.split_whitespace().count();
+    chatgate::chain::template::history::judge(&template, &special, None, &count)
+        .unwrap_or_else(|| panic!("{file}: renders no agent conversation"))
+}
+
+/// Qwen2.5 keeps history as written: every turn's prompt begins with the one before. Qwen3
+/// renders a turn's `<think>` block only after the newest user message (its template's
+/// `last_query_index`): within the agent's tool loop the prefix holds, and a new question
+/// drops the earlier reasoning — said, with what a prefix cache can still reuse.
+/// DeepSeek-R1-Distill's generation prompt opens `<think>\n` and its history writes a reply
+/// without it (`content.split('</think>')[-1]`): the model's own tokens are not its history.
+#[test]
+fn prefix_stability_names_the_templates_that_rewrite_history() {
+    use chatgate::verdict::Severity;
+    let f = prefix_stability("Qwen-Qwen2.5-7B-Instruct.jinja", "<|im_end|>");
+    assert_eq!(f.severity, Severity::Pass, "{}", f.message);
+    let f = prefix_stability("Qwen-Qwen3.jinja", "<|im_end|>");
+    assert_eq!(f.severity, Severity::Info, "{}", f.message);
+    assert!(
+        f.message.starts_with("the prompt after a new user message rewrites the turns before it: it drops the reasoning of earlier turns"),
+        "{}",
+        f.message
+    );
+    assert!(f
+        .evidence
+        .get("cost")
+        .is_some_and(|c| c.contains("reuses at most")));
+    let f = prefix_stability(
+        "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+        "<｜end▁of▁sentence｜>",
+    );
+    assert_eq!(f.severity, Severity::Warning, "{}", f.message);
+    assert!(
+        f.message
+            .contains("does not continue the generation prompt")
+            && f.message.contains("<think>"),
+        "{}",
+        f.message
+    );
+}

@@ -1,6 +1,7 @@
 //! Boundary 3, the chat template: does the serving template produce the same token ids as the
 //! SFT format, for whole conversations and for the prompt the server builds before a reply?
 pub mod framing;
+pub mod history;
 pub mod online;
 pub mod shapes;
 use crate::verdict::checks;
@@ -43,6 +44,7 @@ pub fn check(
         serving,
         tools_probed(ctx),
     ));
+    out.extend(history::prefix_stability(serving));
     if !t.render_failed.is_empty() {
         let mut f = Finding::new(
             checks::TEMPLATE_RENDER,
