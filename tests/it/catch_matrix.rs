@@ -366,38 +366,36 @@ async fn scripted_tool_suite(
     (model, ws, healthy)
 }
 
+/// One fault over a Qwen3 stand-in scripted with `reply` (offering `get_weather(city)`), the
+/// suite written against the healthy server; `model` says what the stand-in writes.
+async fn scripted_fault_row(rows: &mut Vec<Row>, reply: &str, fault: Fault, model: &str) {
+    let city = serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    let (standin, ws, healthy) = scripted_tool_suite(reply, city).await;
+    healthy.stop().await.expect("stop");
+    let (class, what, boundary, check) = serve_fault(fault);
+    let server = serve_model(&standin, &[fault], None).await;
+    let r = gate(ws.path().join("suite.toml"), Some(server.url())).await;
+    server.stop().await.expect("stop");
+    let how =
+        format!("`chatgate serve --fault {fault}` over a Qwen3 stand-in that {model}: {what}");
+    rows.push(Row::new(class, how, boundary, check).judge(&r));
+}
+
 /// `parallel-calls-collapsed` needs a model that writes two calls in one turn: the Qwen3
 /// stand-in scripted with two `<tool_call>` blocks, probes with room for both.
 async fn parallel_call_row(rows: &mut Vec<Row>) {
-    let city = serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
-    let (model, ws, healthy) = scripted_tool_suite(crate::tool_calls::PARALLEL, city).await;
-    healthy.stop().await.expect("stop");
-    let fault = Fault::ParallelCallsCollapsed;
-    let (class, what, boundary, check) = serve_fault(fault);
-    let server = serve_model(&model, &[fault], None).await;
-    let r = gate(ws.path().join("suite.toml"), Some(server.url())).await;
-    server.stop().await.expect("stop");
-    let how = format!(
-        "`chatgate serve --fault {fault}` over a Qwen3 stand-in that writes two calls: {what}"
-    );
-    rows.push(Row::new(class, how, boundary, check).judge(&r));
+    let (reply, fault) = (crate::tool_calls::PARALLEL, Fault::ParallelCallsCollapsed);
+    scripted_fault_row(rows, reply, fault, "writes two calls").await;
 }
 
 /// `history-reasoning-dropped` needs a model that thinks before it calls: the reasoning is
 /// what the client sends back in the agent's second turn.
 async fn round_trip_row(rows: &mut Vec<Row>) {
-    let city = serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
-    let (model, ws, healthy) = scripted_tool_suite(crate::tool_calls::THINK_CALL, city).await;
-    healthy.stop().await.expect("stop");
-    let fault = Fault::HistoryReasoningDropped;
-    let (class, what, boundary, check) = serve_fault(fault);
-    let server = serve_model(&model, &[fault], None).await;
-    let r = gate(ws.path().join("suite.toml"), Some(server.url())).await;
-    server.stop().await.expect("stop");
-    let how = format!(
-        "`chatgate serve --fault {fault}` over a Qwen3 stand-in that thinks, then calls: {what}"
+    let (reply, fault) = (
+        crate::tool_calls::THINK_CALL,
+        Fault::HistoryReasoningDropped,
     );
-    rows.push(Row::new(class, how, boundary, check).judge(&r));
+    scripted_fault_row(rows, reply, fault, "thinks, then calls").await;
 }
 
 /// The faults that change a call's values: they show only on a call whose values a parser can
