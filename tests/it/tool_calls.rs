@@ -309,6 +309,16 @@ fn transformers_serve_parses_the_call_and_fails_one_cut_inside_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     suite_with_tools(dir.path(), &model, &server.url, Some("transformers"));
     let (_, report) = gate(dir.path(), &server.url, true);
+    // The agent's second turn: it has no tokenize route, and counts the history's prompt
+    // tokens as the template renders them.
+    let rt = finding(&report, "server.agent-round-trip");
+    assert_eq!(rt["severity"], "pass", "{rt}");
+    assert!(
+        rt["message"].as_str().is_some_and(
+            |m| m.contains("counts the agent's second turn as the template renders it")
+        ),
+        "{rt}"
+    );
     let f = finding(&report, "server.tool-call-parse");
     // Its `/v1/responses` gives the same reasoning and call as chat completions, plain and
     // streamed (its stream: no `event:` lines, the call's arguments only in `.done`).

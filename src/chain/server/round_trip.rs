@@ -87,20 +87,34 @@ pub async fn check(online: &Online<'_>, obs: &Observed) -> Vec<Finding> {
         .await
         .ok()
         .flatten();
+    // Without a tokenize route, the count the server reports for a reply; a server
+    // that fails the request says so (the agent's second turn fails on it).
+    let mut failed = None;
     let counted = match &server {
         Some(_) => None,
         None => {
-            let mut req = online.request_text(&probe, online.settings.seed, false);
-            req.max_tokens = Some(1);
-            online
-                .http
-                .chat(&req)
-                .await
-                .ok()
-                .and_then(|r| r.usage?.prompt_tokens)
-                .map(|n| n as usize)
+            // The probe's own budget, not 1 token: a reply cut inside a call fails some
+            // servers' parsers (transformers serve 5.23: HTTP 500), a fault of its own that
+            // server.tool-call-parse reports.
+            let req = online.request_text(&probe, online.settings.seed, false);
+            match online.http.chat(&req).await {
+                Ok(r) => r.usage.and_then(|u| u.prompt_tokens).map(|n| n as usize),
+                Err(e) => {
+                    failed = Some(e.to_string());
+                    None
+                }
+            }
         }
     };
+    if let Some(why) = failed {
+        return vec![Finding::new(
+            checks::SERVER_AGENT_ROUND_TRIP,
+            Severity::Warning,
+            format!("the server does not answer the agent's second turn (probe {}: the first turn, the call it returned, a tool result): {why}", probe.id),
+        )
+        .with("layer", "the server's handling of a request history with a tool call and its result")
+        .with("fix", "a client that sends the call back as the server returned it, with a `tool` message for its result, is what every agent does: check the server's chat template handling of `tool_calls` and `tool` messages")];
+    }
     let parts = Parts::of(first);
     let broken = if online.ctx.suite.client_relies_on("tool_calls")
         || online.ctx.suite.client_relies_on("reasoning")
