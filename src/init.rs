@@ -452,7 +452,10 @@ fn suite_text(
         t.push_str(&reference_section(model, model_rel));
     }
     t.push_str(&format!(
-        "[server]\n# Online probes (defaults shown).\n# probes = 4\n# repeats = 3\n# concurrency = 2\n# max_tokens = 24\n\n\
+        "[server]\n# Online probes (defaults shown).\n# probes = 4\n# repeats = 3\n# concurrency = 2\n# max_tokens = 24\n\
+         # The long prompt's length (default: the checkpoint's context, at most 4096; 0: none).\n# long_prompt_tokens = 4096\n\
+         # Sampled requests through the reasoning and tool-call parsers, and the failed share allowed.\n\
+         # sampled_runs = 20\n# sampled_allowance = 0.2\n\n\
          [replay]\n# Prompts replayed against reviewed snapshots.\nprompts = {}\nsnapshots = {}\n\
          # comparator = \"exact\"\n# max_tokens = 48\n\n\
          [latency]\n# Closed-loop latency against the baseline recorded by --update.\nrepeats = 3\nconcurrency = 1\nwarmup = 1\n\
@@ -531,7 +534,8 @@ fn reference_section(model: &ModelDir, model_rel: &str) -> String {
     let line = format!("model = {}", toml_str(model_rel));
     match crate::endpoint::candle::runs(model) {
         Ok(()) => format!(
-            "[reference]\n# The checkpoint the server should serve, run locally for the behavioural fingerprint.\n{line}\n\n"
+            "[reference]\n# The checkpoint the server should serve, run locally for the behavioural fingerprint.\n{line}\n\
+             # The long reply it also judges, 32 tokens at a time (0: none).\n# long_reply_tokens = 256\n\n"
         ),
         // The whole table commented out: a [reference] with neither `model` nor `url` is refused.
         Err(why) => format!(

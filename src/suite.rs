@@ -110,6 +110,13 @@ pub struct ReferenceSection {
     /// Largest mean of the same gaps (default: the reference kind's — 0.1 nats for float
     /// weights, 0.5 for Q8_0, more below).
     pub mean_logprob_tolerance: Option<f32>,
+    /// Tokens of the long reply the fingerprint judges window by window (default
+    /// 256, clamped to the context the prompt leaves; 0: no long reply). A server whose output
+    /// degrades after N tokens (a KV cache that loses precision) passes 16-token probes.
+    pub long_reply_tokens: Option<usize>,
+    /// The long reply's prompt (default: a request for a long story, which a chat model
+    /// answers at length on a server that takes no `ignore_eos`).
+    pub long_reply_prompt: Option<String>,
 }
 
 /// Probes of the server boundary.
@@ -126,6 +133,16 @@ pub struct ServerSection {
     pub sampling_prompt: Option<String>,
     /// max_tokens of the probes (default 24).
     pub max_tokens: Option<u32>,
+    /// The context the long prompt fills (`server.long-prompt`; default the checkpoint's, at
+    /// most 4,096 tokens; 0: no long prompt).
+    pub long_prompt_tokens: Option<usize>,
+    /// Sampled requests through the reasoning and tool-call parsers (`server.sampled-parse`,
+    /// default 20; 0: none).
+    pub sampled_runs: Option<usize>,
+    /// The share of sampled replies whose parse may fail (default 0.2): the check fails when
+    /// the 95% interval's lower bound is above it, and is inconclusive when the interval
+    /// straddles it.
+    pub sampled_allowance: Option<f64>,
     /// Check ids whose warnings fail the gate here (e.g. `["server.include-usage"]`):
     /// informative quirks only fail a suite that asks for it. Any check id, offline or online.
     #[serde(default)]

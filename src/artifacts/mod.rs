@@ -290,6 +290,17 @@ impl ModelDir {
 
     /// Where a file the model's origins name lives: origins are relative to the model
     /// directory, or to a GGUF file's own folder (`model.gguf#tokenizer.chat_template`).
+    /// The context the checkpoint was made for: config.json's `max_position_embeddings`, else
+    /// a GGUF's `{arch}.context_length`.
+    pub fn context_length(&self) -> Option<usize> {
+        let config = self.config.as_ref().and_then(|c| c.max_position_embeddings);
+        let gguf = self.gguf.as_ref().and_then(|g| {
+            let arch = g.architecture()?;
+            g.get_u64(&format!("{arch}.context_length"))
+        });
+        config.or(gguf).map(|n| n as usize)
+    }
+
     pub fn path_of(&self, origin: &str) -> PathBuf {
         let base = if self.root.is_file() {
             self.root.parent().unwrap_or(&self.root)

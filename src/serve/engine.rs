@@ -15,7 +15,8 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::errors::ApiError;
 use super::faults::{
-    Fault, Faults, Rng, NONDETERMINISTIC_WINDOW, SLOW_DECODE_MS, SLOW_FIRST_TOKEN_MS,
+    Fault, Faults, Rng, DEGRADES_AFTER, DEGRADES_KEEPS, NONDETERMINISTIC_WINDOW, SLOW_DECODE_MS,
+    SLOW_FIRST_TOKEN_MS,
 };
 use crate::endpoint::candle::CandleModel;
 use crate::endpoint::{FinishReason, GenerateRequest, Generation, SamplingParams, TokenStep};
@@ -170,10 +171,10 @@ impl Engine {
                 template_kwargs,
             } => {
                 let agp = *add_generation_prompt && !self.faults.has(Fault::NoGenerationPrompt);
-                let dropped;
-                let messages = if self.faults.has(Fault::HistoryReasoningDropped) {
-                    dropped = without_reasoning(messages);
-                    &dropped
+                let rewritten;
+                let messages = if self.faults.rewrites_history() {
+                    rewritten = rewrite_history(messages, &self.faults);
+                    &rewritten
                 } else {
                     messages
                 };
@@ -298,10 +299,13 @@ impl Engine {
     ) -> Result<Generation, ApiError> {
         let nondeterministic =
             self.faults.has(Fault::Nondeterministic) && req.sampling.temperature < GREEDY_EPS;
+        let degrades = self.faults.has(Fault::LongReplyDegrades) && req.max_tokens > DEGRADES_AFTER;
         let tokenizer = self.tokenizer().ok().cloned();
         let model = self.generator();
         let result = if nondeterministic {
             generate_perturbed(model, tokenizer.as_ref(), req, on_step)
+        } else if degrades {
+            generate_forgetting(model, req, on_step)
         } else {
             model.generate(req, on_step)
         };
@@ -412,17 +416,47 @@ fn generate_perturbed(
     if !keep_going || g1.ids.len() >= req.max_tokens {
         return Ok(g1);
     }
-    let mut r2 = req.clone();
     context.push(second);
-    r2.prompt_ids = context;
-    r2.max_tokens = req.max_tokens - g1.ids.len();
-    let g2 = model.generate(&r2, on_step)?;
-    g1.ids.extend(g2.ids);
-    g1.text.push_str(&g2.text);
-    g1.steps.extend(g2.steps);
-    g1.finish_reason = g2.finish_reason;
-    g1.prompt_tokens = req.prompt_ids.len();
-    Ok(g1)
+    continue_from(model, g1, req, context, on_step)
+}
+
+/// The rest of `req`'s reply after `done`, generated over `context`, appended to `done`.
+fn continue_from(
+    model: &mut CandleModel,
+    mut done: Generation,
+    req: &GenerateRequest,
+    context: Vec<u32>,
+    on_step: &mut dyn FnMut(&TokenStep) -> bool,
+) -> Result<Generation> {
+    let mut rest = req.clone();
+    rest.prompt_ids = context;
+    rest.max_tokens = req.max_tokens - done.ids.len();
+    let more = model.generate(&rest, on_step)?;
+    done.ids.extend(more.ids);
+    done.text.push_str(&more.text);
+    done.steps.extend(more.steps);
+    done.finish_reason = more.finish_reason;
+    done.prompt_tokens = req.prompt_ids.len();
+    Ok(done)
+}
+
+/// `long-reply-degrades`: the first `DEGRADES_AFTER` tokens as the model writes them, the rest
+/// over only the last `DEGRADES_KEEPS` positions, as a KV cache that lost the others would.
+fn generate_forgetting(
+    model: &mut CandleModel,
+    req: &GenerateRequest,
+    on_step: &mut dyn FnMut(&TokenStep) -> bool,
+) -> Result<Generation> {
+    let mut first = req.clone();
+    first.max_tokens = DEGRADES_AFTER;
+    let g1 = model.generate(&first, on_step)?;
+    if g1.finish_reason == FinishReason::Stop || g1.ids.len() < DEGRADES_AFTER {
+        return Ok(g1);
+    }
+    let mut context = req.prompt_ids.clone();
+    context.extend_from_slice(&g1.ids);
+    let kept = context.split_off(context.len() - DEGRADES_KEEPS);
+    continue_from(model, g1, req, kept, on_step)
 }
 
 /// The 2nd most likely id, its log-probability, and the top `n` alternatives.
@@ -467,7 +501,7 @@ pub fn run_job(engine: &Mutex<Engine>, job: Job, tx: UnboundedSender<Msg>) {
 }
 
 fn run_locked(engine: &mut Engine, job: Job, tx: &UnboundedSender<Msg>) {
-    let prompt_ids = match engine.prompt_ids(&job.prompt) {
+    let mut prompt_ids = match engine.prompt_ids(&job.prompt) {
         Ok(ids) => ids,
         Err(e) => {
             let _ = tx.send(Msg::Rejected(e));
@@ -475,6 +509,11 @@ fn run_locked(engine: &mut Engine, job: Job, tx: &UnboundedSender<Msg>) {
         }
     };
     let ctx = engine.context_length;
+    if engine.faults.has(Fault::PromptTruncated) {
+        // The last half-context's ids only, counted as the prompt (ollama#17889).
+        let keep = ctx / 2;
+        prompt_ids.drain(..prompt_ids.len().saturating_sub(keep));
+    }
     let max_tokens = match check_context(prompt_ids.len(), job.params.max_tokens, ctx) {
         Ok(m) => m,
         Err(e) => {
@@ -543,9 +582,9 @@ pub fn check_context(
     }
 }
 
-/// The history with the assistant turns' reasoning taken out (the
-/// `history-reasoning-dropped` fault).
-fn without_reasoning(messages: &[Value]) -> Vec<Value> {
+/// The history as the history faults change it: the assistant turns' reasoning taken out
+/// (`history-reasoning-dropped`), their calls' arguments emptied (`history-rewritten`).
+fn rewrite_history(messages: &[Value], faults: &Faults) -> Vec<Value> {
     messages
         .iter()
         .map(|m| {
@@ -554,12 +593,30 @@ fn without_reasoning(messages: &[Value]) -> Vec<Value> {
                 .as_object_mut()
                 .filter(|o| o.get("role") == Some(&Value::from("assistant")))
             {
-                obj.remove("reasoning_content");
-                obj.remove("reasoning");
+                if faults.has(Fault::HistoryReasoningDropped) {
+                    obj.remove("reasoning_content");
+                    obj.remove("reasoning");
+                }
+                if faults.has(Fault::HistoryRewritten) {
+                    empty_call_arguments(obj);
+                }
             }
             m
         })
         .collect()
+}
+
+/// `history-rewritten`: every call of an assistant turn keeps its name and loses its
+/// arguments, as a server that cannot read them back renders `{}`.
+fn empty_call_arguments(turn: &mut serde_json::Map<String, Value>) {
+    let Some(Value::Array(calls)) = turn.get_mut("tool_calls") else {
+        return;
+    };
+    for call in calls {
+        if let Some(f) = call.get_mut("function").and_then(Value::as_object_mut) {
+            f.insert("arguments".into(), Value::from("{}"));
+        }
+    }
 }
 
 #[cfg(test)]

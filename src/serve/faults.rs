@@ -33,6 +33,14 @@ pub enum Fault {
     SlowDecode,
     /// At temperature 0, pick the 2nd-best token at one random step per request (time-seeded).
     Nondeterministic,
+    /// After 100 generated tokens, generate as if the KV cache had lost every earlier position
+    /// but the last 8: the reply turns to another text mid-way (llama.cpp#23717, a q8_0 KV
+    /// cache whose output turned to gibberish after 100–150 tokens).
+    LongReplyDegrades,
+    /// A prompt longer than half the context keeps only its last half-context of ids, and
+    /// usage counts those: the start of a long prompt is lost with a 200 (Ollama without
+    /// `num_ctx`, ollama#17889).
+    PromptTruncated,
     /// No reasoning parser: the reasoning stays in `content`.
     ReasoningInContent,
     /// The reasoning is split out of `content` and then lost: no `reasoning_content` field.
@@ -59,9 +67,16 @@ pub enum Fault {
     /// A reply the token limit cuts inside a call (no closing marker) comes back as an empty
     /// message: no content, no calls (ollama PR 17250).
     UnclosedCallEmpty,
+    /// At temperature above 0, every other request's tool-call parser fails: its call stays
+    /// in `content` as text (llama.cpp#27720: a malformed harmony header on ~4% of sampled
+    /// turns). Greedy requests are parsed.
+    SampledParseFails,
     /// Drop the reasoning (`reasoning_content`, `reasoning`) of the assistant turns in a
     /// request's history before the template renders it (vLLM >= 0.20, vllm#42664).
     HistoryReasoningDropped,
+    /// Render the assistant turns' calls in a request's history with empty arguments (`{}`):
+    /// the second turn's prompt is not the one the model's own call continues.
+    HistoryRewritten,
     /// Accept `tool_choice` and ignore it: calls are parsed even under "none".
     ToolChoiceIgnored,
     /// Accept `max_completion_tokens` and ignore it: only `max_tokens` limits a reply.
@@ -73,7 +88,7 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 28] = [
+    pub const ALL: [Fault; 32] = [
         Fault::BaseCheckpoint,
         Fault::DoubleBos,
         Fault::WrongTemplate,
@@ -86,6 +101,8 @@ impl Fault {
         Fault::SlowFirstToken,
         Fault::SlowDecode,
         Fault::Nondeterministic,
+        Fault::LongReplyDegrades,
+        Fault::PromptTruncated,
         Fault::ReasoningInContent,
         Fault::ReasoningDropped,
         Fault::ReasoningFieldRenamed,
@@ -97,7 +114,9 @@ impl Fault {
         Fault::ToolValuesTrimmed,
         Fault::ToolCallCutAtMarker,
         Fault::UnclosedCallEmpty,
+        Fault::SampledParseFails,
         Fault::HistoryReasoningDropped,
+        Fault::HistoryRewritten,
         Fault::ToolChoiceIgnored,
         Fault::MaxCompletionTokensIgnored,
         Fault::TemplateKwargsIgnored,
@@ -125,7 +144,9 @@ impl Fault {
                 | Fault::ToolValuesTrimmed
                 | Fault::ToolCallCutAtMarker
                 | Fault::UnclosedCallEmpty
+                | Fault::SampledParseFails
                 | Fault::HistoryReasoningDropped
+                | Fault::HistoryRewritten
         )
     }
 
@@ -156,6 +177,8 @@ impl Fault {
             Fault::SlowFirstToken => "slow-first-token",
             Fault::SlowDecode => "slow-decode",
             Fault::Nondeterministic => "nondeterministic",
+            Fault::LongReplyDegrades => "long-reply-degrades",
+            Fault::PromptTruncated => "prompt-truncated",
             Fault::ReasoningInContent => "reasoning-in-content",
             Fault::ReasoningDropped => "reasoning-dropped",
             Fault::ReasoningFieldRenamed => "reasoning-field-renamed",
@@ -167,7 +190,9 @@ impl Fault {
             Fault::ToolValuesTrimmed => "tool-values-trimmed",
             Fault::ToolCallCutAtMarker => "tool-call-cut-at-marker",
             Fault::UnclosedCallEmpty => "unclosed-call-empty",
+            Fault::SampledParseFails => "sampled-parse-fails",
             Fault::HistoryReasoningDropped => "history-reasoning-dropped",
+            Fault::HistoryRewritten => "history-rewritten",
             Fault::ToolChoiceIgnored => "tool-choice-ignored",
             Fault::MaxCompletionTokensIgnored => "max-completion-tokens-ignored",
             Fault::TemplateKwargsIgnored => "template-kwargs-ignored",
@@ -197,6 +222,10 @@ impl Faults {
     pub fn has(&self, fault: Fault) -> bool {
         self.0.contains(&fault)
     }
+    /// Whether a history fault is on: the request's messages are rewritten before rendering.
+    pub fn rewrites_history(&self) -> bool {
+        self.has(Fault::HistoryReasoningDropped) || self.has(Fault::HistoryRewritten)
+    }
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -219,6 +248,9 @@ pub const SLOW_FIRST_TOKEN_MS: u64 = 300;
 /// Delay per token under `slow-decode`.
 pub const SLOW_DECODE_MS: u64 = 30;
 /// `nondeterministic` perturbs one of the first this-many steps.
+/// `long-reply-degrades`: the tokens generated whole, then the positions the rest still sees.
+pub const DEGRADES_AFTER: usize = 100;
+pub const DEGRADES_KEEPS: usize = 8;
 pub const NONDETERMINISTIC_WINDOW: usize = 8;
 
 /// The help text of `chatgate serve`: every fault, what it changes, and the boundary it
@@ -248,6 +280,12 @@ Faults (--fault NAME, repeatable; each changes exactly what it says and nothing 
   slow-decode           sleep 30 ms per generated token [latency: TPOT/ITL]
   nondeterministic      at temperature 0, pick the 2nd-best token at one random step (of the first
                         8) per request, with a time-seeded RNG [server: determinism]
+  long-reply-degrades   after 100 generated tokens, generate as if the KV cache had lost all but
+                        the last 8 positions: the reply turns mid-way (llama.cpp#23717, a q8_0
+                        KV cache) [checkpoint: fingerprint, long reply]
+  prompt-truncated      a prompt longer than half the context keeps only its last half-context
+                        of ids, counted so in usage, answered 200 (ollama#17889) [server: long
+                        prompt]
   reasoning-in-content  no reasoning parser: a reasoning model's thinking stays in `content`
                         (vLLM without --reasoning-parser, llama-server --reasoning-format none)
                         [server: reasoning split]
@@ -280,10 +318,15 @@ Faults (--fault NAME, repeatable; each changes exactly what it says and nothing 
   unclosed-call-empty   a reply the token limit cuts inside a call comes back as an empty
                         message, no content and no calls (ollama PR 17250) [server: tool-call
                         parse]
+  sampled-parse-fails   at temperature above 0, every other request's tool-call parser fails
+                        and the call stays in `content` (llama.cpp#27720); greedy requests are
+                        parsed [server: sampled parse]
   history-reasoning-dropped
                         drop the reasoning (`reasoning_content`, `reasoning`) of the assistant
                         turns in a request's history before the template renders it (vLLM >=
                         0.20, vllm#42664) [server: agent round trip]
+  history-rewritten     render the assistant turns' calls in a request's history with empty
+                        arguments ({}) [server: agent round trip]
   tool-choice-ignored   accepts `tool_choice` and ignores it: calls come back under \"none\"
                         [server: tool choice]
   max-completion-tokens-ignored
@@ -310,6 +353,14 @@ DeepSeek-V3.x and DSML, Kimi-K2, Gemma 4; arguments typed by the request's tool 
 pub struct Rng(crate::endpoint::candle::sampling::Rng);
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Sampled requests seen by `sampled-parse-fails`: it fails every other one.
+static SAMPLED: AtomicU64 = AtomicU64::new(0);
+
+/// Whether `sampled-parse-fails` fails this sampled request's parse (every other one).
+pub fn sampled_parse_fails_now() -> bool {
+    SAMPLED.fetch_add(1, Ordering::Relaxed) % 2 == 1
+}
 
 impl Rng {
     pub fn from_time() -> Rng {

@@ -247,8 +247,19 @@ fn reasoning_parser(st: &AppState) -> Option<Splitter> {
 
 /// The tool-call parser for a chat reply: the template's call framing when the request lets the
 /// model call its tools, unless the `tool-calls-as-text` fault leaves the server without one.
-fn tool_parser(st: &AppState, parse_tools: bool, prompt: &Prompt) -> Option<ToolParser> {
+fn tool_parser(
+    st: &AppState,
+    parse_tools: bool,
+    prompt: &Prompt,
+    temperature: f64,
+) -> Option<ToolParser> {
     if !parse_tools || st.faults.has(Fault::ToolCallsAsText) {
+        return None;
+    }
+    if st.faults.has(Fault::SampledParseFails)
+        && temperature > 0.0
+        && super::faults::sampled_parse_fails_now()
+    {
         return None;
     }
     let tools = match prompt {
@@ -357,7 +368,8 @@ async fn chat_inner(st: Arc<AppState>, body: Bytes) -> Result<Response, ApiError
     drop_ignored_fields(&st, &mut body);
     let req = openai::parse_chat(&body, st.vocab_size, Rng::from_time().next_u64())?;
     let common = req.common;
-    let tools = tool_parser(&st, req.parse_tools, &req.prompt);
+    let temperature = common.params.sampling.temperature;
+    let tools = tool_parser(&st, req.parse_tools, &req.prompt, temperature);
     let Finished {
         g,
         prepared,

@@ -208,6 +208,18 @@ fn serve_fault(f: Fault) -> (&'static str, &'static str, &'static str, &'static 
             "server",
             "server.determinism",
         ),
+        Fault::LongReplyDegrades => (
+            "output degrades after N tokens",
+            "after 100 tokens generates as if the KV cache had lost all but the last 8 positions (llama.cpp#23717)",
+            "checkpoint",
+            "checkpoint.fingerprint",
+        ),
+        Fault::PromptTruncated => (
+            "long prompt truncated silently",
+            "keeps the last half-context of a longer prompt's ids and counts those (ollama#17889)",
+            "server",
+            "server.long-prompt",
+        ),
         Fault::ReasoningInContent => (
             "reasoning left in content",
             "has no reasoning parser",
@@ -274,9 +286,21 @@ fn serve_fault(f: Fault) -> (&'static str, &'static str, &'static str, &'static 
             "server",
             "server.tool-call-parse",
         ),
+        Fault::SampledParseFails => (
+            "parser fails on some sampled turns",
+            "at temperature above 0, leaves every other reply's call in `content` (llama.cpp#27720); greedy replies are parsed",
+            "server",
+            "server.sampled-parse",
+        ),
         Fault::HistoryReasoningDropped => (
             "reasoning dropped from the request history",
             "drops the assistant's reasoning from the history before rendering it (vllm#42664)",
+            "server",
+            "server.agent-round-trip",
+        ),
+        Fault::HistoryRewritten => (
+            "history rewritten",
+            "renders the history's calls with empty arguments (`{}`)",
             "server",
             "server.agent-round-trip",
         ),
@@ -388,14 +412,13 @@ async fn parallel_call_row(rows: &mut Vec<Row>) {
     scripted_fault_row(rows, reply, fault, "writes two calls").await;
 }
 
-/// `history-reasoning-dropped` needs a model that thinks before it calls: the reasoning is
-/// what the client sends back in the agent's second turn.
+/// The history faults need a model that thinks before it calls: its reasoning and its call's
+/// arguments are what the client sends back in the agent's second turn.
 async fn round_trip_row(rows: &mut Vec<Row>) {
-    let (reply, fault) = (
-        crate::tool_calls::THINK_CALL,
-        Fault::HistoryReasoningDropped,
-    );
-    scripted_fault_row(rows, reply, fault, "thinks, then calls").await;
+    for fault in [Fault::HistoryReasoningDropped, Fault::HistoryRewritten] {
+        let reply = crate::tool_calls::THINK_CALL;
+        scripted_fault_row(rows, reply, fault, "thinks, then calls").await;
+    }
 }
 
 /// The faults that change a call's values: they show only on a call whose values a parser can
@@ -509,7 +532,9 @@ async fn tool_call_rows(rows: &mut Vec<Row>) {
         .filter(|f| {
             !matches!(
                 f,
-                Fault::ParallelCallsCollapsed | Fault::HistoryReasoningDropped
+                Fault::ParallelCallsCollapsed
+                    | Fault::HistoryReasoningDropped
+                    | Fault::HistoryRewritten
             ) && !values_fault(*f)
         });
     for fault in tool_faults {
@@ -1096,6 +1121,12 @@ mod real_shape {
                 "max_tokens = 16\nskip = [\"generation.sampling-honoured\"]\n",
             ),
             ("# max_tokens = 48", "max_tokens = 16"),
+            // Two windows of the long reply: enough to judge a quantized reference's
+            // windows (docs/checkpoint-at-scale.md), at a quarter of the default's cost.
+            ("# long_reply_tokens = 256", "long_reply_tokens = 64"),
+            // A 4,096-token prefill of a 135M model in candle on two cores is a minute a
+            // gate; 512 tokens still run the check against each reference kind.
+            ("# long_prompt_tokens = 4096", "long_prompt_tokens = 512"),
             (
                 "repeats = 3\nconcurrency = 1\nwarmup = 1",
                 "repeats = 1\nconcurrency = 1\nwarmup = 0",

@@ -184,6 +184,17 @@ fn chatgate_serve_parses_the_call_the_model_wrote() {
             .contains(": 2 with their calls parsed"),
         "{f}"
     );
+    // Sampled at the suite's settings, every reply's call is parsed: 20 clean runs are within
+    // the default allowance (their interval's upper bound is 0.161).
+    let sampled = finding(&report, "server.sampled-parse");
+    assert_eq!(sampled["severity"], "pass", "{sampled}");
+    assert!(
+        sampled["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("0 of 20 parses failed (0.0%), 95% interval [0.000, 0.161]"),
+        "{sampled}"
+    );
     // The request fields it is asked to honour, it honours.
     for check in [
         "server.tool-choice",

@@ -103,6 +103,21 @@ fn vllm_parsers_right_missing_and_of_another_family() {
                 message(&report, check)
             );
         }
+        // Sampled at the stand-in's generation_config (temperature 0.6, top_p 0.95, top_k 20),
+        // vLLM's parsers read every call: 20 clean runs, within the default allowance.
+        assert!(
+            message(&report, "server.sampled-parse").starts_with("0 of 20 parses failed"),
+            "{}",
+            message(&report, "server.sampled-parse")
+        );
+        // A prompt near the declared context (the stand-in's 40,960, capped at 4,096) is
+        // counted whole.
+        assert_eq!(
+            severity(&report, "server.long-prompt"),
+            "pass",
+            "{}",
+            message(&report, "server.long-prompt")
+        );
         // `tool_choice: "required"` after a greeting: its grammar forces a call.
         assert!(
             says(

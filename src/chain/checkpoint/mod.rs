@@ -1,6 +1,7 @@
 //! Boundary 1, the checkpoint: are these the weights we trained?
 pub mod drift;
 pub mod gguf;
+pub mod long_reply;
 pub mod online;
 use crate::chain::run::context::Context;
 use crate::chain::run::lock::short;

@@ -2,8 +2,9 @@
 //! (identity against the lock), and what it does: the log-probabilities it reports for its own
 //! tokens against a local candle run of the reference checkpoint on the same prompt ids.
 use crate::chain::checkpoint::drift::{Gap, Summary, Tolerance};
+use crate::chain::checkpoint::long_reply;
 use crate::chain::run::probes::{
-    first_reply_ids, Determinism, Judge, JudgeFn, Observed, Online, ProbeRun, Reference,
+    first_reply_ids, Determinism, Judge, JudgeFn, Observed, Online, Reference,
 };
 use crate::chain::run::recording::{RecordedProbe, Recording};
 use crate::endpoint::Scored;
@@ -151,7 +152,7 @@ fn is_locked_file(online: &Online, path: &std::path::Path) -> bool {
 }
 
 /// The server's generated ids: reported, or recovered through its own tokenizer.
-async fn reply_ids(online: &Online<'_>, main: &Record) -> Option<Vec<u32>> {
+pub(super) async fn reply_ids(online: &Online<'_>, main: &Record) -> Option<Vec<u32>> {
     match first_reply_ids(main, online) {
         Some(ids) => Some(ids),
         None => ids_by_server_tokenizer(online, main).await,
@@ -160,13 +161,13 @@ async fn reply_ids(online: &Online<'_>, main: &Record) -> Option<Vec<u32>> {
 
 /// A reference that teacher-forces: the checkpoint in-process, or a reference server.
 #[derive(Clone, Copy)]
-enum Forcer<'a> {
+pub(super) enum Forcer<'a> {
     Local(&'a crate::endpoint::local::CandleTarget),
     Server(&'a crate::endpoint::reference::ReferenceServer),
 }
 
 impl Forcer<'_> {
-    async fn score(
+    pub(super) async fn score(
         &self,
         online: &Online<'_>,
         prompt: &[u32],
@@ -186,7 +187,7 @@ impl Forcer<'_> {
         }
     }
 
-    fn decode_token(&self, online: &Online<'_>, id: u32) -> String {
+    pub(super) fn decode_token(&self, online: &Online<'_>, id: u32) -> String {
         match self {
             Forcer::Local(r) => r.decode_token(id),
             Forcer::Server(_) => online.decode(&[id]).unwrap_or_else(|| format!("id {id}")),
@@ -237,12 +238,24 @@ async fn teacher_forced(online: &Online<'_>, obs: &Observed, reference: Forcer<'
             }
         };
         t.compared += 1;
-        compare_run(&mut t, run, main, &scored, &tol, &|id| {
+        let reply = Reply {
+            id: &run.probe.id,
+            logprobs: main.logprobs.as_deref(),
+            scored: &scored,
+            from: 0,
+        };
+        compare_run(&mut t, reply, &tol, &|id| {
             reference.decode_token(online, id)
         });
     }
     let shown = reference.shown();
     let judged = t.judge(&tol);
+    let long = match judged {
+        Judged::Same | Judged::Drift => {
+            Some(long_reply::judge(online, obs, &reference, &tol).await)
+        }
+        _ => None,
+    };
     let mut f = match judged {
         Judged::Different(detail) => Finding::new(
             checks::CHECKPOINT_FINGERPRINT,
@@ -267,8 +280,26 @@ async fn teacher_forced(online: &Online<'_>, obs: &Observed, reference: Forcer<'
             ),
         ),
     };
+    if let Some(long) = long {
+        f = with_long_reply(f, &long);
+    }
     f = f.with("reference", shown);
     t.described(f, &tol)
+}
+
+/// The short probes' finding with the long reply's verdict: an error when the long reply left
+/// the reference, though the short probes follow it.
+fn with_long_reply(f: Finding, long: &long_reply::LongReply) -> Finding {
+    match long.departure() {
+        Some(((from, to), detail)) => Finding::new(
+            checks::CHECKPOINT_FINGERPRINT,
+            Severity::Error,
+            format!("the server's long reply leaves the reference checkpoint in tokens {from}–{}, though its first tokens follow it: its output degrades with length", to - 1),
+        )
+        .with("first difference", detail)
+        .with("long reply", long.describe()),
+        None => f.with("long reply", long.describe()),
+    }
 }
 
 /// The recorded reference: the server's temperature-0 reply must follow the recorded greedy
@@ -321,6 +352,9 @@ async fn against_recording(online: &Online<'_>, obs: &Observed, rec: &Recording)
     let mut f = f.with("recorded reference", computed);
     if unconfirmed {
         return f;
+    }
+    if let Some(why) = long_reply::not_judged_by(online, "a recorded reference") {
+        f = f.with("long reply", why);
     }
     if !t.inconclusive.is_empty() {
         f = f.with("not compared", t.inconclusive.join("; "));
@@ -419,6 +453,11 @@ async fn greedy_only(
     let mut f = f.with("reference", shown);
     if unconfirmed {
         return f;
+    }
+    if let Some(why) =
+        long_reply::not_judged_by(online, "a reference server that cannot teacher-force")
+    {
+        f = f.with("long reply", why);
     }
     f = f
         .with("how", "greedy replies compared: the reference server's stack cannot teacher-force (vLLM, SGLang, TGI with --enable-prefill-logprobs and llama-server can; or record the reference with `chatgate lock SUITE.toml --fingerprint`)");
@@ -581,8 +620,8 @@ fn confirm(
 
 /// What the compared probes add up to, and the ones that could not be compared.
 #[derive(Default)]
-struct Tally {
-    compared: usize,
+pub(super) struct Tally {
+    pub(super) compared: usize,
     inconclusive: Vec<String>,
     /// Every shared token's |server − reference| logprob.
     gaps: Vec<Gap>,
@@ -592,7 +631,7 @@ struct Tally {
     drift: Vec<String>,
 }
 
-enum Judged {
+pub enum Judged {
     Same,
     Drift,
     Different(String),
@@ -667,7 +706,12 @@ impl Tally {
         }
     }
 
-    fn judge(&self, tol: &Tolerance) -> Judged {
+    /// The gaps so far, summed up.
+    pub(super) fn summary(&self) -> Option<Summary> {
+        Summary::of(&self.gaps)
+    }
+
+    pub(super) fn judge(&self, tol: &Tolerance) -> Judged {
         if let Some((_, detail)) = &self.worst {
             return Judged::Different(detail.clone());
         }
@@ -733,20 +777,32 @@ impl Tally {
     }
 }
 
+/// One reply's positions as `compare_run` reads them, labelled from `from` on.
+pub(super) struct Reply<'a> {
+    pub(super) id: &'a str,
+    /// The server's logprobs of those positions (None: it reports none).
+    pub(super) logprobs: Option<&'a [crate::exchange::TokenLogprob]>,
+    pub(super) scored: &'a [Scored],
+    pub(super) from: usize,
+}
+
 /// With server logprobs: each token's gap to the reference's logprob (sampling does not
 /// matter: the reference scores the server's own choices). Without them: the server's
 /// temperature-0 tokens must be the reference's argmax, unless nearly tied.
-fn compare_run(
+pub(super) fn compare_run(
     t: &mut Tally,
-    run: &ProbeRun,
-    main: &Record,
-    scored: &[Scored],
+    reply: Reply,
     tol: &Tolerance,
     decode: &dyn Fn(u32) -> String,
 ) {
-    let id = &run.probe.id;
-    if let Some(lps) = &main.logprobs {
-        for (k, (lp, s)) in lps.iter().zip(scored).enumerate() {
+    let Reply {
+        id,
+        logprobs,
+        scored,
+        from,
+    } = reply;
+    if let Some(lps) = logprobs {
+        for (k, (lp, s)) in (from..).zip(lps.iter().zip(scored)) {
             let Some(reference_lp) = s.logprob else {
                 // The reference reports only its top alternatives here (llama-server), and the
                 // server's greedy token is not among them.
@@ -777,7 +833,7 @@ fn compare_run(
         }
         return;
     }
-    for (k, s) in scored.iter().enumerate() {
+    for (k, s) in (from..).zip(scored) {
         let Some((argmax, argmax_lp)) = s.argmax else {
             t.inconclusive.push(format!(
                 "{id} (the server reports no logprobs, and the reference no alternatives)"

@@ -491,7 +491,8 @@ impl Online<'_> {
         }
     }
 
-    fn local_ids(&self, probe: &Probe) -> Option<Vec<u32>> {
+    /// The local serving pipeline's prompt ids for `probe` (add_generation_prompt).
+    pub fn local_ids(&self, probe: &Probe) -> Option<Vec<u32>> {
         let p = self.ctx.serving.as_ref()?;
         let r = p
             .render_at(

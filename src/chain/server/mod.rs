@@ -3,9 +3,11 @@
 //! under load, max_tokens and stop, and errors for bad requests (4xx with a body, not a 500 or
 //! a hang).
 pub mod fields;
+pub mod long_prompt;
 pub mod reasoning;
 pub mod responses;
 pub mod round_trip;
+pub mod sampled;
 pub mod tool_calls;
 use crate::verdict::checks;
 use serde_json::{json, Value};
@@ -68,6 +70,10 @@ pub static ONLINE: &[Judge] = &[
         run: JudgeFn::Sends(|online, _| Box::pin(async move { vec![bad_requests(online).await] })),
     },
     Judge {
+        checks: &[checks::SERVER_LONG_PROMPT],
+        run: JudgeFn::Sends(|online, obs| Box::pin(long_prompt::check(online, obs))),
+    },
+    Judge {
         checks: &[checks::SERVER_REASONING_SPLIT],
         run: JudgeFn::Reads(|online, obs| reasoning::check(online, obs).into_iter().collect()),
     },
@@ -78,6 +84,10 @@ pub static ONLINE: &[Judge] = &[
     Judge {
         checks: &[checks::SERVER_AGENT_ROUND_TRIP],
         run: JudgeFn::Sends(|online, obs| Box::pin(round_trip::check(online, obs))),
+    },
+    Judge {
+        checks: &[checks::SERVER_SAMPLED_PARSE],
+        run: JudgeFn::Sends(|online, obs| Box::pin(sampled::check(online, obs))),
     },
     Judge {
         checks: &[

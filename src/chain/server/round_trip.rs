@@ -185,10 +185,16 @@ impl Parts {
                 calls.extend(map.values().filter_map(|v| v.as_str().map(str::to_string)));
             }
         }
+        // The result's first key: text any render of it holds, whatever its JSON spacing.
+        let result: Value = serde_json::from_str(TOOL_RESULT).unwrap_or_default();
+        let result = result
+            .as_object()
+            .and_then(|o| o.keys().next().cloned())
+            .unwrap_or_else(|| TOOL_RESULT.to_string());
         Parts {
             reasoning: reply.reasoning.trim().to_string(),
             calls,
-            result: "temperature_c".into(),
+            result,
         }
     }
 }

@@ -283,7 +283,7 @@ fn cut_inside_a_call(
 }
 
 /// The calls of a message read by the reader (arguments as the family's parser types them).
-fn calls_of(m: &crate::template::reply::Message) -> Vec<ToolCall> {
+pub fn calls_of(m: &crate::template::reply::Message) -> Vec<ToolCall> {
     m.tool_calls
         .iter()
         .map(|c| ToolCall {
