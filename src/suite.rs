@@ -596,6 +596,29 @@ fn validate(file: &SuiteFile) -> std::result::Result<(), String> {
     count("[server] repeats", server.repeats, 1, 1_000)?;
     count("[server] concurrency", server.concurrency, 1, 10_000)?;
     count("[server] probes", server.probes, 0, 1_000)?;
+    count("[server] sampled_runs", server.sampled_runs, 0, 10_000)?;
+    count(
+        "[server] long_prompt_tokens",
+        server.long_prompt_tokens,
+        0,
+        10_000_000,
+    )?;
+    if let Some(a) = server
+        .sampled_allowance
+        .filter(|a| !(a.is_finite() && (0.0..1.0).contains(a)))
+    {
+        return Err(format!(
+            "[server] sampled_allowance is the share of sampled parses allowed to fail: at least 0 and below 1, got {a}"
+        ));
+    }
+    if let Some(r) = &file.reference {
+        count(
+            "[reference] long_reply_tokens",
+            r.long_reply_tokens,
+            0,
+            1_000_000,
+        )?;
+    }
     if let Some(l) = &file.latency {
         count("[latency] repeats", l.repeats, 1, 100_000)?;
         count("[latency] concurrency", l.concurrency, 1, 100_000)?;

@@ -285,6 +285,9 @@ fn absurd_suite_values_are_refused_with_the_key_named() {
         ("[latency]\nrepeats = 4294967295\n", "repeats"),
         ("[latency]\nbaseline = \"../escape\"\n", "baseline"),
         ("[server]\nconcurrency = 0\n", "concurrency"),
+        ("[server]\nsampled_allowance = 5.0\n", "sampled_allowance"),
+        ("[server]\nsampled_allowance = -0.1\n", "sampled_allowance"),
+        ("[server]\nsampled_runs = 99999999\n", "sampled_runs"),
         ("[client]\nrelies_on = [\"tools\"]\n", "relies_on"),
         (
             "[client]\nreasoning_field = \"thoughts\"\n",

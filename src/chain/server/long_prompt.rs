@@ -22,6 +22,8 @@ pub const DEFAULT_CAP: usize = 4096;
 const REPLY: u32 = 16;
 /// Room left for the server's own tokens around the template's (a BOS, a default system prompt).
 const SLACK: usize = 8;
+/// The most filler lines tried: far past any context's worth (each is about 15 tokens).
+const MAX_LINES: usize = 1 << 17;
 /// What the reply must recall: written only on the prompt's first line.
 const CODE: &str = "AMBER-4172";
 const NEEDLE: &str = "Remember this access code, you will be asked for it at the end: AMBER-4172.";
@@ -115,9 +117,13 @@ fn long_probe(online: &Online, target: usize) -> Option<(Probe, usize)> {
     if len(0)? > target {
         return None;
     }
-    // Grow until past the target, then bisect: the count of lines that still fits.
+    // Grow until past the target, then bisect: the count of lines that still fits. A template
+    // that does not render the user's text never grows past it: stop there, not loop.
     let mut high = 1;
     while len(high)? <= target {
+        if high >= MAX_LINES {
+            return None;
+        }
         high *= 2;
     }
     let mut low = high / 2;
