@@ -102,22 +102,10 @@ fn wanted(online: &Online) -> usize {
         .unwrap_or(DEFAULT_TOKENS)
 }
 
-/// The context a reply must fit: the server's (`max_model_len` in `/v1/models`, vLLM and
-/// chatgate serve) and the checkpoint's, the smaller.
+/// The context a reply must fit: the server's and the checkpoint's, the smaller.
 fn context_length(online: &Online, obs: &Observed) -> Option<usize> {
-    let served = obs.models.as_ref().and_then(|m| {
-        m.get("data")?
-            .as_array()?
-            .first()?
-            .get("max_model_len")?
-            .as_u64()
-    });
     let checkpoint = online.ctx.model.context_length();
-    served
-        .map(|n| n as usize)
-        .into_iter()
-        .chain(checkpoint)
-        .min()
+    obs.served_context().into_iter().chain(checkpoint).min()
 }
 
 /// What the long reply says against a reference that cannot teacher-force, when the suite

@@ -210,6 +210,26 @@ pub struct Observed {
     pub responses: Option<ResponsesReply>,
 }
 
+impl Observed {
+    /// The context the server says it has: `max_model_len` in `/v1/models` (vLLM, chatgate
+    /// serve), llama.cpp's `/props` `n_ctx`.
+    pub fn served_context(&self) -> Option<usize> {
+        let listed = self.models.as_ref().and_then(|m| {
+            m.get("data")?
+                .as_array()?
+                .first()?
+                .get("max_model_len")?
+                .as_u64()
+        });
+        let props = self.props.as_ref().and_then(|p| {
+            p.get("n_ctx")
+                .or_else(|| p.get("default_generation_settings")?.get("n_ctx"))?
+                .as_u64()
+        });
+        listed.or(props).map(|n| n as usize)
+    }
+}
+
 /// What the online pass found, plus each probe's determinism class (the replay uses it).
 pub struct OnlineResult {
     pub findings: Vec<Finding>,

@@ -40,7 +40,7 @@ pub async fn check(online: &Online<'_>, obs: &Observed) -> Vec<Finding> {
         (None, Some(c)) => c.min(DEFAULT_CAP),
         (None, None) => return vec![info("the checkpoint declares no context length: set [server] long_prompt_tokens to send a long prompt")],
     };
-    let served = served_context(obs);
+    let served = obs.served_context();
     let limit = served.map_or(declared, |s| s.min(declared));
     let Some((probe, rendered)) = long_probe(online, limit.saturating_sub(REPLY as usize + SLACK))
     else {
@@ -70,24 +70,6 @@ pub async fn check(online: &Online<'_>, obs: &Observed) -> Vec<Finding> {
 
 fn info(why: &str) -> Finding {
     Finding::new(checks::SERVER_LONG_PROMPT, Severity::Info, why.to_string())
-}
-
-/// The context the server says it has: `max_model_len` in `/v1/models` (vLLM, chatgate
-/// serve), llama.cpp's `/props` `n_ctx`.
-fn served_context(obs: &Observed) -> Option<usize> {
-    let listed = obs.models.as_ref().and_then(|m| {
-        m.get("data")?
-            .as_array()?
-            .first()?
-            .get("max_model_len")?
-            .as_u64()
-    });
-    let props = obs.props.as_ref().and_then(|p| {
-        p.get("n_ctx")
-            .or_else(|| p.get("default_generation_settings")?.get("n_ctx"))?
-            .as_u64()
-    });
-    listed.or(props).map(|n| n as usize)
 }
 
 fn chat(id: &str, content: String) -> Probe {
