@@ -208,11 +208,29 @@ pub struct LatencySection {
     pub bootstrap: Option<usize>,
     /// Service-level objectives in ms; goodput counts requests meeting all of them.
     pub slo: Option<MetricMs>,
-    /// Fail the gate when less than this fraction of requests meets the SLOs (0..1).
+    /// Fail the gate when less than this fraction of requests meets the SLOs (0..1). Also the
+    /// share a `bench --mode capacity` step must meet (default there 0.9).
     pub min_slo_attainment: Option<f64>,
+    /// `bench --mode capacity --baseline`: the capacity drop allowed against the saved search
+    /// (default 0.1: a capacity 10 % lower still passes).
+    pub capacity_drop: Option<f64>,
+    /// What an INCONCLUSIVE comparison does (its interval straddles the threshold): `warn`
+    /// (default: reported, exit 0) or `fail` (exit 1). Never a silent pass either way.
+    pub inconclusive: Option<Inconclusive>,
     /// The baseline's name under `<snapshots>/latency/` (default: the target kind, `candle` or
     /// `http`): servers of different kinds keep different baselines.
     pub baseline: Option<String>,
+}
+
+/// What an INCONCLUSIVE latency or capacity comparison does to the gate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Inconclusive {
+    /// A warning: reported with how many more runs would decide, exit 0.
+    #[default]
+    Warn,
+    /// An error: exit 1 until more runs decide it.
+    Fail,
 }
 
 /// Milliseconds per metric.
@@ -632,6 +650,7 @@ fn validate(file: &SuiteFile) -> std::result::Result<(), String> {
         };
         fraction("confidence", l.confidence, true)?;
         fraction("min_slo_attainment", l.min_slo_attainment, false)?;
+        fraction("capacity_drop", l.capacity_drop, true)?;
         if let Some(t) = l
             .tolerance
             .filter(|t| !(t.is_finite() && *t >= 0.0 && *t <= 1_000.0))

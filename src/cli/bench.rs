@@ -26,6 +26,10 @@ pub enum Mode {
     Smoke,
     /// Open loop: requests start on a seeded arrival schedule, whether or not earlier ones ended.
     Load,
+    /// The highest open-loop rate at which [latency] min_slo_attainment (default 0.9) of the
+    /// requests meet every [latency] slo: a seeded search, reported as an interval, compared
+    /// with --baseline (PASS, REGRESSION or INCONCLUSIVE).
+    Capacity,
 }
 
 #[derive(Clone, Copy, Debug, Default, ValueEnum, PartialEq, Eq)]
@@ -48,10 +52,10 @@ pub struct BenchArgs {
     pub target: Option<String>,
     #[arg(long, value_enum, default_value_t)]
     pub mode: Mode,
-    /// load: requests per second (λ).
+    /// load: requests per second (λ); capacity: the first rate tried.
     #[arg(long, default_value_t = 10.0)]
     pub rate: f64,
-    /// load: how many measured requests.
+    /// load: how many measured requests; capacity: per step.
     #[arg(long, default_value_t = 100)]
     pub requests: usize,
     /// load: inter-arrival distribution.
@@ -80,9 +84,12 @@ pub struct BenchArgs {
     /// load: where --shard writes this shard's part (JSON, atomically).
     #[arg(long, value_name = "FILE", requires = "shard")]
     pub part: Option<PathBuf>,
-    /// smoke: record this run as the baseline (the explicit accept).
+    /// smoke: record this run as the baseline (the explicit accept); capacity: allow --save to
+    /// replace the file --baseline reads.
     #[arg(long)]
     pub update: bool,
+    #[command(flatten)]
+    pub capacity: super::capacity::CapacityArgs,
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
     #[command(flatten)]
@@ -120,6 +127,11 @@ fn validate(a: &BenchArgs) -> Result<()> {
     if a.warmup > 100_000 {
         return bad(format!("--warmup must be at most 100000, got {}", a.warmup));
     }
+    if a.mode == Mode::Capacity {
+        super::capacity::validate(a)?;
+    } else if a.capacity.given() {
+        return bad("--max-rate, --resolution, --repeats, --budget, --baseline and --html belong to --mode capacity".into());
+    }
     if a.shard.is_some() && a.mode != Mode::Load {
         return bad("--shard splits the open-loop schedule of --mode load; a smoke run is sharded with `chatgate gate --shard`".into());
     }
@@ -155,6 +167,10 @@ async fn bench(a: BenchArgs) -> Result<i32> {
     };
     let section = suite.file.latency.clone().unwrap_or_default();
     match a.mode {
+        Mode::Capacity => {
+            let arrival = arrival(&a);
+            super::capacity::run(&a, &suite, &spec, &target, &prompts, &section, arrival).await
+        }
         Mode::Smoke => {
             let progress = Progress::new(a.progress.wanted(a.format == Format::Text));
             let (m, _) = latency::run(
@@ -202,11 +218,7 @@ async fn bench(a: BenchArgs) -> Result<i32> {
             Ok(code)
         }
         Mode::Load => {
-            let arrival = match a.arrival {
-                ArrivalKind::Constant => Arrival::Constant,
-                ArrivalKind::Poisson => Arrival::Poisson,
-                ArrivalKind::Gamma => Arrival::Gamma { shape: a.shape },
-            };
+            let arrival = arrival(&a);
             let schedule = Schedule::generate(a.requests, a.rate, arrival, a.seed)?;
             let started = std::time::Instant::now();
             let run = match a.shard {
@@ -287,8 +299,16 @@ async fn bench(a: BenchArgs) -> Result<i32> {
     }
 }
 
+fn arrival(a: &BenchArgs) -> Arrival {
+    match a.arrival {
+        ArrivalKind::Constant => Arrival::Constant,
+        ArrivalKind::Poisson => Arrival::Poisson,
+        ArrivalKind::Gamma => Arrival::Gamma { shape: a.shape },
+    }
+}
+
 /// The run's line in the history, when --history asks for one (after the output).
-fn record(
+pub(super) fn record(
     a: &BenchArgs,
     target: &str,
     code: i32,
@@ -450,7 +470,7 @@ fn shard_slice(schedule: &Schedule, k: Shard) -> (Schedule, Vec<usize>) {
     (slice, indices)
 }
 
-fn emit(
+pub(super) fn emit(
     format: Format,
     save: Option<&Path>,
     doc: &serde_json::Value,

@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand; this file holds the clap definitions and maps
 //! outcomes to the exit-code contract (0 pass, 1 regression, 2 bad input, 3 unreachable).
 pub mod bench;
+pub mod capacity;
 mod check;
 pub mod client_probe;
 pub mod docs;
@@ -153,11 +154,21 @@ after a warm-up, compared noise-aware with the baseline in snapshots/<suite>/lat
 (constant, Poisson or gamma gaps at --rate, seeded, the schedule saved with --save). TTFT is also measured \
 from the scheduled time (ttft_sched), and the drift between scheduled and actual sends is reported, so a \
 client that falls behind cannot hide server latency. Exit 1 when requests fail or SLO attainment is below \
-[latency] min_slo_attainment.",
+[latency] min_slo_attainment.\n\n\
+--mode capacity: the highest open-loop rate at which [latency] min_slo_attainment (default 0.9) of the \
+requests meet every [latency] slo. Doubles the rate from --rate while steps pass, bisects the bracket to \
+--resolution, runs both ends --repeats times, all within --budget seconds; a step whose latency climbs \
+through it (a growing queue) is saturated and fails. Reports the capacity as an interval, the knee of \
+latency vs rate, and the server's own /metrics (queue, running, KV cache, counts) beside the client's. \
+--save keeps the search; --baseline compares with a saved one: PASS, REGRESSION (exit 1) or INCONCLUSIVE \
+(the intervals straddle [latency] capacity_drop; [latency] inconclusive = \"fail\" makes it exit 1), \
+with what would decide it. --html draws the curves.",
         after_help = "Examples:\n  chatgate bench suites/smoke.toml --target http://127.0.0.1:8000\n  \
 chatgate bench suites/smoke.toml --target http://127.0.0.1:8000 --mode load --rate 20 --arrival gamma --shape 0.5 --save load.json\n  \
 chatgate bench suites/smoke.toml --target URL --mode load --rate 400 --requests 20000 --shard 2/4 --part load-2.json   # one of 4 load generators\n  \
-chatgate merge load-*.json                                            # the whole schedule's figures"
+chatgate merge load-*.json                                            # the whole schedule's figures\n  \
+chatgate bench suites/smoke.toml --target URL --mode capacity --arrival constant --save capacity.json --html capacity.html\n  \
+chatgate bench suites/smoke.toml --target URL --mode capacity --arrival constant --baseline capacity.json   # PASS, REGRESSION or INCONCLUSIVE"
     )]
     Bench(bench::BenchArgs),
     /// Results over time: the runs a history folder holds, latency trends, the first run each check failed in.

@@ -28,6 +28,11 @@ pub struct ServeArgs {
     /// (default: the directory `tiny-base` next to the served model).
     #[arg(long, value_name = "DIR")]
     pub fault_model: Option<PathBuf>,
+    /// Hold the model at least N ms per request (one request runs at a time, so the server's
+    /// capacity is known: 1000/N requests per second). For testing a capacity search
+    /// (`chatgate bench --mode capacity`) against a server whose answer is computed, not guessed.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub service_ms: Option<u64>,
 }
 
 pub fn run(a: ServeArgs) -> Result<i32> {
@@ -36,6 +41,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         model_name: a.model_name,
         faults: a.faults,
         fault_model: a.fault_model,
+        service_time: a.service_ms.map(std::time::Duration::from_millis),
     };
     let state = serve::load(&opts)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -56,6 +62,13 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         if !state.faults.is_empty() {
             let names: Vec<&str> = state.faults.iter().map(Fault::name).collect();
             eprintln!("chatgate serve: faults injected: {}", names.join(", "));
+        }
+        if let Some(s) = state.service_time {
+            eprintln!(
+                "chatgate serve: each request holds the model at least {} ms ({:.2} requests/s at most)",
+                s.as_millis(),
+                1.0 / s.as_secs_f64()
+            );
         }
         eprintln!(
             "chatgate serve: serving {} as {:?} (context {}, {})",

@@ -4,6 +4,7 @@
 //! The order matters: the online checks classify each prompt's determinism before the replay
 //! gates on exact text, and every finding lands in one list so the first broken boundary (and
 //! the downstream symptoms it explains) can be named.
+pub mod capacity;
 pub mod dates;
 pub mod fingerprint;
 pub mod latency;

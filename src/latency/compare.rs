@@ -1,10 +1,15 @@
 //! Noise-aware latency regression test (docs/design/METRICS.md, "Gating on latency without flaking").
 //!
-//! A slowdown is a regression only when it is both *large* and *real*:
-//! - large: excess = median_new − median_base > max(tolerance · median_base, floor_ms). The
-//!   floor keeps a tiny model's sub-millisecond figures from flagging scheduler jitter.
-//! - real: the percentile-bootstrap confidence interval of median_new − median_base lies above
-//!   zero (ci_low > 0). The bootstrap is seeded, so the same samples always give the same verdict.
+//! Three verdicts, from where the percentile-bootstrap confidence interval of the difference
+//! median_new − median_base lies against the allowed excess, max(tolerance · median_base,
+//! floor_ms) (the floor keeps a tiny model's sub-millisecond figures from flagging scheduler
+//! jitter):
+//! - PASS (`Ok`): the whole interval is within the allowance.
+//! - REGRESSION: the whole interval is beyond it: slower by more than allowed, and surely so.
+//! - INCONCLUSIVE: the interval straddles the allowance. Never a silent pass: the suite decides
+//!   whether it fails the gate (`[latency] inconclusive`), and the verdict says how many more
+//!   samples would decide it. The bootstrap is seeded, so the same samples always give the same
+//!   verdict.
 //!
 //! Either side with fewer than 3 samples gives no verdict (`Status::Insufficient`), never a
 //! regression. The noise band reported beside the verdict is the half-width of the baseline's
@@ -89,11 +94,11 @@ impl CompareOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
-    /// The new median is within tolerance of the baseline's (or faster).
+    /// PASS: the whole CI of the difference is within the allowed excess.
     Ok,
-    /// Slower by more than the tolerance, but the CI of the difference includes zero.
-    Noise,
-    /// Slower by more than the tolerance, and the CI excludes zero.
+    /// The CI of the difference straddles the allowed excess: more samples would decide.
+    Inconclusive,
+    /// The whole CI of the difference is beyond the allowed excess.
     Regression,
     /// Fewer than 3 samples on a side: no verdict.
     Insufficient,
@@ -120,6 +125,9 @@ pub struct Verdict {
     pub noise_band: Option<f64>,
     /// One sentence for the report.
     pub reason: String,
+    /// INCONCLUSIVE only: how many more samples per side would decide it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_decide: Option<String>,
 }
 
 impl Verdict {
@@ -129,7 +137,7 @@ impl Verdict {
         match self.status {
             Status::Ok => V::Ok,
             Status::Regression => V::Regression,
-            Status::Noise => V::Noise {
+            Status::Inconclusive => V::Inconclusive {
                 band_ms: self.noise_band.unwrap_or(0.0),
             },
             Status::Insufficient => V::InsufficientData,
@@ -172,6 +180,7 @@ pub fn compare_stratified(base: &[&[f64]], new: &[&[f64]], opts: &CompareOptions
         ci_high: None,
         noise_band: None,
         reason: insufficient_reason(base_all.len(), new_all.len()),
+        to_decide: None,
     };
     let (Some(mb), Some(mn)) = (median_base, median_new) else {
         return v;
@@ -185,16 +194,40 @@ pub fn compare_stratified(base: &[&[f64]], new: &[&[f64]], opts: &CompareOptions
     v.ci_low = Some(boot.ci_low);
     v.ci_high = Some(boot.ci_high);
     v.noise_band = Some(boot.noise_band);
-    v.status = if excess <= limit {
+    v.status = if boot.ci_high <= limit {
         Status::Ok
-    } else if boot.ci_low > 0.0 {
+    } else if boot.ci_low > limit {
         Status::Regression
     } else {
-        Status::Noise
+        Status::Inconclusive
     };
     v.regression = v.status == Status::Regression;
     v.reason = reason(v.status, mb, mn, limit, &boot, opts.confidence);
+    if v.status == Status::Inconclusive {
+        v.to_decide = Some(to_decide(excess, limit, &boot, base_all.len().min(new_all.len())));
+    }
     v
+}
+
+/// How many more samples per side would move the interval off the allowance: its half-width
+/// on the side that crosses shrinks as 1/√n, so n must grow by (half-width / distance)².
+fn to_decide(excess: f64, limit: f64, boot: &Bootstrap, n: usize) -> String {
+    let (distance, half) = if excess > limit {
+        (excess - limit, excess - boot.ci_low)
+    } else {
+        (limit - excess, boot.ci_high - excess)
+    };
+    if distance <= half * 0.05 || distance <= 1e-9 {
+        return format!(
+            "the median difference {excess:.2} ms sits on the allowed {limit:.2} ms: no number of \
+             samples decides it; [latency] inconclusive says what it does to the gate"
+        );
+    }
+    let needed = (n as f64 * (half / distance).powi(2)).ceil() as usize;
+    format!(
+        "about {} more samples per side ({n} → {needed}) would put the interval on one side of the allowed {limit:.2} ms",
+        needed.saturating_sub(n).max(1)
+    )
 }
 
 /// max(tolerance · median_base, floor).
@@ -230,12 +263,12 @@ fn reason(
     let head = format!("median {mb:.2} → {mn:.2} ms{pct}");
     let noise = format!("noise band ±{:.2} ms", boot.noise_band);
     match status {
-        Status::Ok => format!("{head}: within the allowed {limit:.2} ms; {noise}"),
-        Status::Noise => {
-            format!("{head}: above the allowed {limit:.2} ms, but the {ci} includes 0; {noise}")
+        Status::Ok => format!("{head}: the {ci} is within the allowed {limit:.2} ms; {noise}"),
+        Status::Inconclusive => {
+            format!("{head}: the {ci} straddles the allowed {limit:.2} ms; {noise}")
         }
         Status::Regression => {
-            format!("{head}: above the allowed {limit:.2} ms and the {ci} excludes 0")
+            format!("{head}: the {ci} is beyond the allowed {limit:.2} ms")
         }
         Status::Insufficient => head,
     }

@@ -3,12 +3,14 @@
 //! baseline. Pure library code: the CLI (`chatgate gate` / `chatgate bench`) wires it up.
 pub mod baseline;
 pub mod calibrate;
+pub mod capacity;
 pub mod client;
 pub mod compare;
 pub mod load;
 pub mod metrics;
 pub mod sample;
 pub mod schedule;
+pub mod server_view;
 pub mod stats;
 
 pub use baseline::{

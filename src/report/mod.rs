@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use crate::verdict::{Findings, Severity};
 
+pub mod capacity;
 pub mod checks_doc;
 pub mod html;
 pub mod junit;

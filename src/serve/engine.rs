@@ -70,6 +70,15 @@ pub struct Job {
     pub want_steps: bool,
 }
 
+/// What a job is measured and paced by, besides the model.
+pub struct JobContext {
+    pub metrics: std::sync::Arc<super::metrics::ServerMetrics>,
+    /// `--service-ms`: the least time a request holds the model (a known per-request cost).
+    pub service_time: Option<Duration>,
+    /// When the request arrived (before it queued for the model).
+    pub arrived: std::time::Instant,
+}
+
 /// The prompt as the model will see it, sent before the first token.
 #[derive(Debug, Clone)]
 pub struct Prepared {
@@ -479,7 +488,8 @@ fn second_best(logits: &[f32], n: usize) -> (u32, f32, Vec<(u32, f32)>) {
 }
 
 /// Run one job on the calling (blocking) thread.
-pub fn run_job(engine: &Mutex<Engine>, job: Job, tx: UnboundedSender<Msg>) {
+pub fn run_job(engine: &Mutex<Engine>, job: Job, tx: UnboundedSender<Msg>, cx: JobContext) {
+    let mut flight = cx.metrics.arrive();
     // The client may have gone away while the job waited for the lock.
     if tx.is_closed() {
         return;
@@ -491,8 +501,21 @@ pub fn run_job(engine: &Mutex<Engine>, job: Job, tx: UnboundedSender<Msg>) {
     if tx.is_closed() {
         return;
     }
+    let held = std::time::Instant::now();
+    flight.start(held - cx.arrived);
     let engine = &mut *guard;
-    let outcome = catch_unwind(AssertUnwindSafe(|| run_locked(engine, job, &tx)));
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        run_locked(
+            engine,
+            job,
+            &tx,
+            &Pace {
+                cx: &cx,
+                flight: &flight,
+                held,
+            },
+        )
+    }));
     if outcome.is_err() {
         let _ = tx.send(Msg::Failed(ApiError::internal(
             "the model panicked while generating",
@@ -500,7 +523,42 @@ pub fn run_job(engine: &Mutex<Engine>, job: Job, tx: UnboundedSender<Msg>) {
     }
 }
 
-fn run_locked(engine: &mut Engine, job: Job, tx: &UnboundedSender<Msg>) {
+/// A running job's clock and counters.
+struct Pace<'a> {
+    cx: &'a JobContext,
+    flight: &'a super::metrics::InFlight<'a>,
+    /// When the job took the model's lock.
+    held: std::time::Instant,
+}
+
+impl Pace<'_> {
+    /// Hold the model until `--service-ms` has passed since the lock was taken.
+    fn hold(&self) {
+        if let Some(s) = self.cx.service_time {
+            let left = s.saturating_sub(self.held.elapsed());
+            if !left.is_zero() {
+                std::thread::sleep(left);
+            }
+        }
+    }
+
+    fn finish(&self, g: &Generation, aborted: bool) {
+        use super::metrics::Finished;
+        let finished = match (aborted, g.finish_reason) {
+            (true, _) => Finished::Abort,
+            (false, FinishReason::Stop) => Finished::Stop,
+            (false, _) => Finished::Length,
+        };
+        self.flight.finish(
+            finished,
+            g.prompt_tokens,
+            g.ids.len(),
+            self.cx.arrived.elapsed(),
+        );
+    }
+}
+
+fn run_locked(engine: &mut Engine, job: Job, tx: &UnboundedSender<Msg>, pace: &Pace) {
     let mut prompt_ids = match engine.prompt_ids(&job.prompt) {
         Ok(ids) => ids,
         Err(e) => {
@@ -541,9 +599,21 @@ fn run_locked(engine: &mut Engine, job: Job, tx: &UnboundedSender<Msg>) {
     }
     let slow_decode = engine.faults.has(Fault::SlowDecode);
     let want_steps = job.want_steps;
+    // Under --service-ms the reply is released whole when the service time is up, so the
+    // request's cost is exactly max(service time, generation) and its first token comes then.
+    let paced = pace.cx.service_time.is_some();
+    let mut held_back = Vec::new();
+    let mut first = true;
     let mut on_step = |step: &TokenStep| -> bool {
         if slow_decode {
             std::thread::sleep(Duration::from_millis(SLOW_DECODE_MS));
+        }
+        if paced {
+            held_back.push(step.clone());
+            return !tx.is_closed();
+        }
+        if std::mem::take(&mut first) {
+            pace.flight.first_token(pace.cx.arrived.elapsed());
         }
         if want_steps {
             tx.send(Msg::Step(step.clone())).is_ok()
@@ -552,7 +622,17 @@ fn run_locked(engine: &mut Engine, job: Job, tx: &UnboundedSender<Msg>) {
         }
     };
     let msg = match engine.generate(&req, &mut on_step) {
-        Ok(g) => Msg::Done(g),
+        Ok(g) => {
+            if paced {
+                pace.hold();
+                pace.flight.first_token(pace.cx.arrived.elapsed());
+                for step in held_back.drain(..).filter(|_| want_steps) {
+                    let _ = tx.send(Msg::Step(step));
+                }
+            }
+            pace.finish(&g, tx.is_closed());
+            Msg::Done(g)
+        }
         Err(e) => Msg::Failed(e),
     };
     let _ = tx.send(msg);

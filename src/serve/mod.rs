@@ -12,6 +12,7 @@
 pub mod engine;
 pub mod errors;
 pub mod faults;
+pub mod metrics;
 pub mod openai;
 pub mod routes;
 pub mod sse;
@@ -43,6 +44,9 @@ pub struct ServeOptions {
     pub faults: Vec<Fault>,
     /// `base-checkpoint`'s model (default: a sibling directory named `tiny-base`).
     pub fault_model: Option<PathBuf>,
+    /// The least time each request holds the model (`--service-ms`): with one request at a
+    /// time, a server whose capacity is known, 1/service_time requests per second.
+    pub service_time: Option<std::time::Duration>,
 }
 
 /// Token ids to text, outside the model lock.
@@ -101,6 +105,9 @@ pub struct AppState {
     /// The tool-call parser of the model's template (the format it writes calls in), when
     /// chatgate reads that format.
     pub tool_calls: Option<crate::endpoint::parsers::ToolParser>,
+    /// What `/metrics` exposes.
+    pub metrics: Arc<metrics::ServerMetrics>,
+    pub service_time: Option<std::time::Duration>,
 }
 
 /// Weight sets up to this size are content-hashed for the fingerprint; larger ones are
@@ -162,6 +169,8 @@ pub fn load(opts: &ServeOptions) -> Result<Arc<AppState>> {
         engine: Arc::new(Mutex::new(engine)),
         reasoning,
         tool_calls,
+        metrics: Arc::default(),
+        service_time: opts.service_time,
     }))
 }
 

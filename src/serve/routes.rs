@@ -11,7 +11,7 @@ use axum::{Json, Router};
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
-use super::engine::{run_job, Job, Msg, Prepared, Prompt};
+use super::engine::{run_job, Job, JobContext, Msg, Prepared, Prompt};
 use super::errors::ApiError;
 use super::faults::{random_hex, Fault, Faults, Rng};
 use super::openai::{
@@ -62,6 +62,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/completions", post(completions))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
+        .route("/metrics", get(metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
@@ -77,6 +78,18 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 
 async fn health() -> Json<Value> {
     Json(json!({"status": "ok"}))
+}
+
+/// The Prometheus text exposition, under vLLM's names (serve::metrics).
+async fn metrics(State(st): State<Arc<AppState>>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        st.metrics.render(&st.name),
+    )
+        .into_response()
 }
 
 async fn models(State(st): State<Arc<AppState>>) -> Json<Value> {
@@ -124,7 +137,12 @@ async fn start_job(
 ) -> Result<(Prepared, UnboundedReceiver<Msg>), ApiError> {
     let (tx, mut rx) = unbounded_channel();
     let engine = st.engine.clone();
-    tokio::task::spawn_blocking(move || run_job(&engine, job, tx));
+    let cx = JobContext {
+        metrics: st.metrics.clone(),
+        service_time: st.service_time,
+        arrived: std::time::Instant::now(),
+    };
+    tokio::task::spawn_blocking(move || run_job(&engine, job, tx, cx));
     match rx.recv().await {
         Some(Msg::Prepared(p)) => Ok((p, rx)),
         Some(Msg::Rejected(e)) | Some(Msg::Failed(e)) => Err(e),

@@ -33,15 +33,15 @@ pub struct PromptResult {
 }
 
 /// What one latency metric's comparison with its baseline says. Written in reports (and JSON)
-/// as its label: `ok`, `regression`, `noise (±x ms)`, `insufficient data`, `no baseline`.
+/// as its label: `ok`, `regression`, `inconclusive (±x ms)`, `insufficient data`, `no baseline`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LatencyVerdict {
     /// Within tolerance of the baseline, or faster.
     Ok,
-    /// Slower beyond the tolerance, and the bootstrap interval of the difference excludes zero.
+    /// The bootstrap interval of the difference is wholly beyond the allowed excess.
     Regression,
-    /// Slower beyond the tolerance, inside the measured noise band (ms).
-    Noise { band_ms: f64 },
+    /// The interval straddles the allowed excess; the baseline's noise band (ms) beside it.
+    Inconclusive { band_ms: f64 },
     /// Too few samples on a side to judge.
     InsufficientData,
     /// Nothing to compare with yet.
@@ -62,7 +62,9 @@ impl std::fmt::Display for LatencyVerdict {
         match self {
             LatencyVerdict::Ok => f.write_str("ok"),
             LatencyVerdict::Regression => f.write_str("regression"),
-            LatencyVerdict::Noise { band_ms } => write!(f, "noise (±{band_ms:.2} ms)"),
+            LatencyVerdict::Inconclusive { band_ms } => {
+                write!(f, "inconclusive (±{band_ms:.2} ms)")
+            }
             LatencyVerdict::InsufficientData => f.write_str("insufficient data"),
             LatencyVerdict::NoBaseline => f.write_str("no baseline"),
         }
@@ -80,11 +82,11 @@ impl std::str::FromStr for LatencyVerdict {
             "no baseline" => LatencyVerdict::NoBaseline,
             other => {
                 let band = other
-                    .strip_prefix("noise (±")
+                    .strip_prefix("inconclusive (±")
                     .and_then(|r| r.strip_suffix(" ms)"))
                     .and_then(|n| n.parse().ok())
                     .ok_or_else(|| format!("not a latency verdict: {other:?}"))?;
-                LatencyVerdict::Noise { band_ms: band }
+                LatencyVerdict::Inconclusive { band_ms: band }
             }
         })
     }

@@ -7,13 +7,13 @@
 //! under `CI` it fails.
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use chatgate::history::{Identities, Record, RunFacts};
 use chatgate::verdict::LatencyRow;
 use chatgate::verdict::{checks, Finding, Severity};
 use serde_json::Value;
 
+use crate::common::browser::{browser, rendered_dom};
 use crate::common::cli::chatgate_in;
 use crate::common::gate_workspace::{serve_tiny_chat, Workspace};
 
@@ -47,63 +47,6 @@ async fn chatgate_env(
 
 fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
-}
-
-/// The headless browser, or None after saying SKIPPED (a failure in CI).
-fn browser() -> Option<PathBuf> {
-    let p = std::env::var_os("CHATGATE_BROWSER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("chromium-headless-shell"));
-    let ok = Command::new(&p)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(p);
-    }
-    crate::common::skip::skip(&format!(
-        "no headless browser at {} (set CHATGATE_BROWSER; Debian: apt-get install chromium-headless-shell; .ci/run installs it)",
-        p.display()
-    ));
-    None
-}
-
-/// The page's DOM after its scripts ran, as the browser serialises it.
-fn rendered_dom(browser: &Path, page: &Path, profile: &Path) -> String {
-    let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            &format!("--user-data-dir={}", profile.display()),
-            "--dump-dom",
-            &format!("file://{}", page.display()),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the browser starts");
-    let mut stdout = child.stdout.take().expect("stdout");
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut stdout, &mut text).map(|_| text)
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            assert!(status.success(), "the browser failed: {status}");
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the browser did not finish in 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    reader.join().expect("reader").expect("the DOM is UTF-8")
 }
 
 fn count(haystack: &str, needle: &str) -> usize {

@@ -6,6 +6,7 @@ mod common;
 mod architecture;
 mod artifacts_gguf_vocab;
 mod artifacts_models;
+mod capacity;
 mod catch_matrix;
 mod check_faults;
 mod checks_doc;

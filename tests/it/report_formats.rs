@@ -208,7 +208,7 @@ fn failing() -> GateReport {
                 "e2el",
                 samples(40, 900.0, 150.0),
                 samples(40, 880.0, 140.0),
-                "noise (±6.10 ms)",
+                "inconclusive (±6.10 ms)",
             ),
             row("tpot", vec![12.0], vec![11.0], "no baseline"),
             row("itl", vec![], vec![], "no baseline"),
@@ -514,7 +514,7 @@ fn markdown_replay_diffs_and_latency() {
         "{md}"
     );
     assert!(md.contains("| ❌ regression |"), "{md}");
-    assert!(md.contains("➖ noise (±6.10 ms) |"), "{md}");
+    assert!(md.contains("➖ inconclusive (±6.10 ms) |"), "{md}");
     assert!(md.contains("- **SLO attainment**: 92.5 %"));
     assert!(md.contains("N\\_out estimated"), "{md}");
     // A client that fell behind: its figures are marked unreliable, with the reason.

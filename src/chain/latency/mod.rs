@@ -152,15 +152,27 @@ pub fn judge(data: &LatencyData, section: &LatencySection, update: bool) -> Meas
                 "looks regressed, not judged: the figures are unreliable (server.latency-client)",
             ),
             Status::Regression => (Severity::Error, "regressed"),
-            Status::Noise => (Severity::Info, "is slower, within the measured noise"),
+            Status::Inconclusive => (
+                match section.inconclusive.unwrap_or_default() {
+                    crate::suite::Inconclusive::Warn => Severity::Warning,
+                    crate::suite::Inconclusive::Fail => Severity::Error,
+                },
+                "is INCONCLUSIVE",
+            ),
             Status::Ok => (Severity::Pass, "is within tolerance of the baseline"),
             Status::Insufficient => (Severity::Info, "cannot be judged"),
         };
         let metric = v.metric.name().to_uppercase();
+        let decide = v
+            .verdict
+            .to_decide
+            .as_ref()
+            .map(|d| format!("; to decide: {d}"))
+            .unwrap_or_default();
         let f = Finding::new(
             id,
             severity,
-            format!("{metric} {phrase}: {}", v.verdict.reason),
+            format!("{metric} {phrase}: {}{decide}", v.verdict.reason),
         );
         findings.push(f.with("baseline", path.display()));
     }

@@ -1,4 +1,5 @@
 //! Helpers the integration tests share.
+pub mod browser;
 pub mod cli;
 pub mod clock;
 pub mod families;
