@@ -84,6 +84,12 @@ pub struct BenchArgs {
     /// load: where --shard writes this shard's part (JSON, atomically).
     #[arg(long, value_name = "FILE", requires = "shard")]
     pub part: Option<PathBuf>,
+    /// load: start the measured schedule at this wall-clock time (RFC 3339, e.g.
+    /// 2026-11-28T07:00:00Z, or Unix seconds), after the warm-up: give every --shard the same
+    /// time and the generators start together. The part records when it really started;
+    /// `chatgate merge` flags a part that started more than 20 ms off.
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at)]
+    pub start_at: Option<std::time::SystemTime>,
     /// smoke: record this run as the baseline (the explicit accept); capacity: allow --save to
     /// replace the file --baseline reads.
     #[arg(long)]
@@ -126,6 +132,20 @@ fn validate(a: &BenchArgs) -> Result<()> {
     }
     if a.warmup > 100_000 {
         return bad(format!("--warmup must be at most 100000, got {}", a.warmup));
+    }
+    if a.start_at.is_some() && a.mode != Mode::Load {
+        return bad("--start-at starts the open-loop schedule of --mode load".into());
+    }
+    if let Some(t) = a.start_at {
+        let ahead = t
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or_default();
+        if ahead > std::time::Duration::from_secs(86_400) {
+            return bad(format!(
+                "--start-at is {:.0} hours ahead; at most 24 hours ahead is accepted (a typo would otherwise wait for days)",
+                ahead.as_secs_f64() / 3600.0
+            ));
+        }
     }
     if a.mode == Mode::Capacity {
         super::capacity::validate(a)?;
@@ -232,6 +252,7 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                         a.warmup,
                         a.max_in_flight,
                         section.slo.as_ref(),
+                        a.start_at,
                     )
                     .await
                 }
@@ -246,6 +267,7 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                         a.warmup,
                         a.max_in_flight,
                         section.slo.as_ref(),
+                        a.start_at,
                     )
                     .await
                 }
@@ -267,6 +289,7 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                     client: run.client.clone(),
                     samples: run.samples.clone(),
                     duration_s: started.elapsed().as_secs_f64(),
+                    started: Some(run.started),
                 }
                 .write(path)?;
             }
@@ -287,6 +310,8 @@ async fn bench(a: BenchArgs) -> Result<i32> {
                     rows,
                     client,
                     behind,
+                    starts: Vec::new(),
+                    skew_warning: None,
                     unreachable,
                     min_slo_attainment: section.min_slo_attainment,
                 },
@@ -297,6 +322,28 @@ async fn bench(a: BenchArgs) -> Result<i32> {
             Ok(code)
         }
     }
+}
+
+/// `--start-at`: RFC 3339 (`2026-11-28T07:00:00Z`, `…+01:00`, fractional seconds) or Unix
+/// seconds (`1795849200`, `1795849200.5`).
+fn parse_start_at(s: &str) -> std::result::Result<std::time::SystemTime, String> {
+    let unix = match s.trim().parse::<f64>() {
+        Ok(secs) => secs,
+        Err(_) => {
+            chrono::DateTime::parse_from_rfc3339(s.trim())
+                .map_err(|e| {
+                    format!("not an RFC 3339 time (2026-11-28T07:00:00Z) or Unix seconds: {e}")
+                })?
+                .timestamp_micros() as f64
+                / 1e6
+        }
+    };
+    if !(unix.is_finite() && unix > 0.0) {
+        return Err(format!("not a time after 1970: {s}"));
+    }
+    std::time::Duration::try_from_secs_f64(unix)
+        .map(|d| std::time::UNIX_EPOCH + d)
+        .map_err(|e| format!("{s}: {e}"))
 }
 
 fn arrival(a: &BenchArgs) -> Arrival {
@@ -337,6 +384,9 @@ struct LoadReport<'a> {
     client: ClientHealth,
     /// Why the client could not be trusted to time the server, if it could not.
     behind: Option<String>,
+    /// A merge's parts' starts, and which started off the others.
+    starts: Vec<merge::PartStart>,
+    skew_warning: Option<String>,
     unreachable: Option<String>,
     min_slo_attainment: Option<f64>,
 }
@@ -351,10 +401,12 @@ fn report_load(r: LoadReport, format: Format, save: Option<&Path>) -> Result<i32
         rows,
         client,
         behind,
+        starts,
+        skew_warning,
         unreachable,
         min_slo_attainment,
     } = r;
-    let doc = json!({"mode": "load", "target": target, "schedule": schedule, "summary": summary, "client": client, "unreliable": behind, "latency": rows, "percentiles": PERCENTILE_METHOD, "definitions": crate::latency::definitions()});
+    let doc = json!({"mode": "load", "target": target, "schedule": schedule, "summary": summary, "client": client, "unreliable": behind, "starts": starts, "start_skew": skew_warning, "latency": rows, "percentiles": PERCENTILE_METHOD, "definitions": crate::latency::definitions()});
     let achieved = if summary.duration_s > 0.0 {
         summary.requests as f64 / summary.duration_s
     } else {
@@ -386,6 +438,25 @@ fn report_load(r: LoadReport, format: Format, save: Option<&Path>) -> Result<i32
             "\nwarning: the latency figures are unreliable: {w}"
         ));
     }
+    if !starts.is_empty() {
+        let each: Vec<String> = starts
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} +{:.1} ms{}",
+                    s.shard,
+                    s.after_first_ms,
+                    s.offset_ms
+                        .map(|o| format!(" ({o:+.1} ms from --start-at)"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        line.push_str(&format!("\nstarts: {}", each.join(", ")));
+    }
+    if let Some(w) = &skew_warning {
+        line.push_str(&format!("\nwarning: generators started apart: {w}"));
+    }
     emit(format, save, &doc, &rows, &line)?;
     if let Some(why) = &unreachable {
         eprintln!("server.reachable error: {}", crate::secrets::redact(why));
@@ -416,7 +487,11 @@ pub fn merge(
             .hint("merge bench parts with --format text or json, and no --report/--junit/--markdown/--html/--sarif"))
         }
     };
-    let merged = merge::merge_bench(parts)?;
+    let merge::MergedBench {
+        part: merged,
+        starts,
+        skew_warning,
+    } = merge::merge_bench(parts)?;
     let suite_path = suite
         .map(Path::to_path_buf)
         .unwrap_or_else(|| merged.suite_file.clone());
@@ -439,6 +514,8 @@ pub fn merge(
             rows,
             client: merged.client.clone(),
             behind: merged.unreliable.clone(),
+            starts,
+            skew_warning,
             unreachable: crate::chain::latency::unreachable_reason(&merged.samples),
             min_slo_attainment: section.min_slo_attainment,
         },

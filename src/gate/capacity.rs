@@ -52,6 +52,7 @@ pub async fn run(r: &CapacityRun<'_>) -> Capacity {
                 r.warmup - 1,
                 0,
                 None,
+                None,
             )
             .await;
         }
@@ -115,6 +116,7 @@ async fn step(r: &CapacityRun<'_>, rate: f64, seed: u64, scrapes: bool) -> Measu
             0,
             r.max_in_flight,
             Some(&r.slo),
+            None,
         )
         .await;
         let _ = stop.send(());

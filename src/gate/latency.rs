@@ -171,6 +171,8 @@ pub struct LoadRun {
     pub unreachable: Option<String>,
     pub client: ClientHealth,
     pub samples: Vec<Sample>,
+    /// When the measured schedule began (and when it was asked to).
+    pub started: crate::latency::Started,
 }
 
 /// Run `schedule` open loop. `indices` maps each of its requests to its place in the whole
@@ -186,13 +188,18 @@ pub async fn load(
     warmup: usize,
     max_in_flight: usize,
     slo: Option<&crate::suite::MetricMs>,
+    start_at: Option<std::time::SystemTime>,
 ) -> LoadRun {
     let global = |i: usize| indices.map_or(i, |ix| ix[i]);
     let clock = WallClock::now();
     let watch = Watch::start();
-    let outcomes = crate::latency::open_loop(schedule, warmup, max_in_flight, |i, _t: Instant| {
-        timed_request(target, prompts, global(i))
-    })
+    let (outcomes, started) = crate::latency::open_loop_at(
+        schedule,
+        warmup,
+        max_in_flight,
+        start_at,
+        |i, _t: Instant| timed_request(target, prompts, global(i)),
+    )
     .await;
     let client = watch.finish().await;
     let count = n_out_counter(suite);
@@ -207,6 +214,7 @@ pub async fn load(
         unreachable: unreachable_reason(&samples),
         client,
         samples,
+        started,
     }
 }
 

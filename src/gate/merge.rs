@@ -297,6 +297,84 @@ pub struct BenchPart {
     /// Why this shard's client could not be trusted to time the server, if it could not.
     pub unreliable: Option<String>,
     pub duration_s: f64,
+    /// When this part's schedule started, and when it was asked to (`--start-at`).
+    #[serde(default)]
+    pub started: Option<crate::latency::Started>,
+}
+
+/// How far a load generator may start from the others (or from `--start-at`) before
+/// `chatgate merge` flags it (docs/commands/merge.md): at 200 requests/s, 20 ms is four
+/// requests' worth of the schedule shifted.
+pub const MAX_START_SKEW_MS: f64 = 20.0;
+
+/// One part's start, as the merge reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartStart {
+    pub shard: String,
+    /// Actual − requested (ms), on the part's own clock; None without --start-at.
+    pub offset_ms: Option<f64>,
+    /// Actual start − the earliest part's actual start (ms).
+    pub after_first_ms: f64,
+    /// Beyond [`MAX_START_SKEW_MS`] either way.
+    pub late: bool,
+}
+
+/// Every part's start, and a warning naming the parts that started off (None when all were
+/// within the bound, or no part recorded its start).
+pub fn start_skew(parts: &[BenchPart]) -> (Vec<PartStart>, Option<String>) {
+    let recorded: Vec<(&BenchPart, crate::latency::Started)> = parts
+        .iter()
+        .filter_map(|p| p.started.map(|s| (p, s)))
+        .collect();
+    let Some(first) = recorded
+        .iter()
+        .map(|(_, s)| s.actual_unix_ms)
+        .reduce(f64::min)
+    else {
+        return (Vec::new(), None);
+    };
+    let starts: Vec<PartStart> = recorded
+        .iter()
+        .map(|(p, s)| {
+            let after_first_ms = s.actual_unix_ms - first;
+            let off = s.offset_ms();
+            PartStart {
+                shard: p.shard.to_string(),
+                offset_ms: off,
+                after_first_ms,
+                late: after_first_ms > MAX_START_SKEW_MS
+                    || off.is_some_and(|o| o.abs() > MAX_START_SKEW_MS),
+            }
+        })
+        .collect();
+    let late: Vec<String> = starts
+        .iter()
+        .filter(|s| s.late)
+        .map(|s| {
+            format!(
+                "part {} started {:.1} ms after the first{}",
+                s.shard,
+                s.after_first_ms,
+                s.offset_ms
+                    .map(|o| format!(" ({o:+.1} ms from --start-at)"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    let missing = parts.len() - recorded.len();
+    let mut why = Vec::new();
+    if !late.is_empty() {
+        why.push(format!(
+            "{}: beyond the {MAX_START_SKEW_MS} ms bound, the merged arrivals are not the planned schedule (start every part with the same --start-at)",
+            late.join("; ")
+        ));
+    }
+    if missing > 0 {
+        why.push(format!(
+            "{missing} part(s) recorded no start (written by an older chatgate): their skew is unknown"
+        ));
+    }
+    (starts, (!why.is_empty()).then(|| why.join("; ")))
 }
 
 impl ShardPart for BenchPart {
@@ -352,12 +430,22 @@ pub fn part_format(path: &Path) -> Result<String> {
 
 /// The bench parts of one sharded open-loop run, merged: every shard's samples in request
 /// order, the client's worst health, and the longest shard's duration.
-pub fn merge_bench(paths: &[PathBuf]) -> Result<BenchPart> {
+/// The parts of a sharded load run merged: the whole schedule's samples, and when each part
+/// started.
+pub struct MergedBench {
+    pub part: BenchPart,
+    pub starts: Vec<PartStart>,
+    /// Parts that started off the others (or off --start-at), when some did.
+    pub skew_warning: Option<String>,
+}
+
+pub fn merge_bench(paths: &[PathBuf]) -> Result<MergedBench> {
     let mut parts = Vec::new();
     for p in paths {
         parts.push((p.clone(), BenchPart::read(p)?));
     }
     let parts = complete_set(parts)?;
+    let (starts, skew_warning) = start_skew(&parts);
     let mut merged = parts[0].clone();
     merged.samples = parts.iter().flat_map(|p| p.samples.clone()).collect();
     merged.samples.sort_by_key(|s| s.index);
@@ -365,7 +453,12 @@ pub fn merge_bench(paths: &[PathBuf]) -> Result<BenchPart> {
     merged.unreliable = parts.iter().find_map(|p| p.unreliable.clone());
     merged.duration_s = parts.iter().map(|p| p.duration_s).fold(0.0, f64::max);
     merged.shard = Shard { k: 1, n: 1 };
-    Ok(merged)
+    merged.started = None;
+    Ok(MergedBench {
+        part: merged,
+        starts,
+        skew_warning,
+    })
 }
 
 #[cfg(test)]

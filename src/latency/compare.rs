@@ -204,7 +204,12 @@ pub fn compare_stratified(base: &[&[f64]], new: &[&[f64]], opts: &CompareOptions
     v.regression = v.status == Status::Regression;
     v.reason = reason(v.status, mb, mn, limit, &boot, opts.confidence);
     if v.status == Status::Inconclusive {
-        v.to_decide = Some(to_decide(excess, limit, &boot, base_all.len().min(new_all.len())));
+        v.to_decide = Some(to_decide(
+            excess,
+            limit,
+            &boot,
+            base_all.len().min(new_all.len()),
+        ));
     }
     v
 }

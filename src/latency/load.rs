@@ -12,10 +12,10 @@
 //! do not disturb its schedule); warm-up j calls `f(j % n, now)` and its result is dropped.
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use indexmap::IndexMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
@@ -74,13 +74,65 @@ where
     Fut: Future<Output = Result<Record, E>> + Send + 'static,
     E: Send + 'static,
 {
+    open_loop_at(schedule, warmup, max_in_flight, None, f)
+        .await
+        .0
+}
+
+/// When an open loop's measured schedule began, by the wall clock (Unix ms).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Started {
+    /// The start asked for (`--start-at`), if any.
+    pub requested_unix_ms: Option<f64>,
+    /// When request 0's offset was counted from.
+    pub actual_unix_ms: f64,
+}
+
+impl Started {
+    /// actual − requested (ms): how late this generator began by its own clock.
+    pub fn offset_ms(&self) -> Option<f64> {
+        self.requested_unix_ms.map(|r| self.actual_unix_ms - r)
+    }
+}
+
+fn unix_ms(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1e3)
+        .unwrap_or(0.0)
+}
+
+/// As [`open_loop`], with the measured schedule started at `start_at` by the wall clock (after
+/// the warm-up), so generators on several machines start together; one already past it starts
+/// at once, and its lateness is in the returned [`Started`].
+pub async fn open_loop_at<F, Fut, E>(
+    schedule: &Schedule,
+    warmup: usize,
+    max_in_flight: usize,
+    start_at: Option<SystemTime>,
+    f: F,
+) -> (Vec<Outcome<E>>, Started)
+where
+    F: Fn(usize, Instant) -> Fut,
+    Fut: Future<Output = Result<Record, E>> + Send + 'static,
+    E: Send + 'static,
+{
     run_warmup(schedule.len(), warmup, &f).await;
     let cap = match max_in_flight {
         0 => Semaphore::MAX_PERMITS,
         m => m,
     };
     let slots = Arc::new(Semaphore::new(cap));
-    let start = Instant::now();
+    // The wall clock is read once, paired with the monotonic clock: the wait is monotonic.
+    let (now_wall, now) = (SystemTime::now(), Instant::now());
+    let start = match start_at.and_then(|t| t.duration_since(now_wall).ok()) {
+        Some(wait) => now + wait,
+        None => now,
+    };
+    wait_until(start).await;
+    let started = Started {
+        requested_unix_ms: start_at.map(unix_ms),
+        actual_unix_ms: unix_ms(now_wall) + (Instant::now().max(start) - now).as_secs_f64() * 1e3,
+    };
     let mut handles = Vec::with_capacity(schedule.len());
     for (i, offset) in schedule.offsets.iter().enumerate() {
         let t_sched = start + *offset;
@@ -90,7 +142,7 @@ where
         };
         handles.push(spawn_request(i, t_sched, f(i, t_sched), Some(permit)));
     }
-    collect(handles).await
+    (collect(handles).await, started)
 }
 
 /// How early the timer is asked to wake the open loop: tokio's timer wheel has millisecond

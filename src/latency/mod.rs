@@ -18,7 +18,9 @@ pub use baseline::{
     Scenarios, Settings, BASELINE_VERSION,
 };
 pub use compare::{compare, compare_stratified, CompareOptions, Status, Verdict, MIN_SAMPLES};
-pub use load::{closed_loop, meets_slo, open_loop, Outcome, RunSummary, Slo};
+pub use load::{
+    closed_loop, meets_slo, open_loop, open_loop_at, Outcome, RunSummary, Slo, Started,
+};
 pub use metrics::{ItlBasis, Metric, NOutSource, RequestMetrics};
 pub use sample::{Sample, WallClock};
 pub use schedule::{Arrival, Schedule};

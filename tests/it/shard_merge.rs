@@ -457,3 +457,151 @@ async fn sharded_open_loop_bench_merges_into_the_whole_schedule() {
     drop(server);
     checked.unwrap();
 }
+
+/// Three load generators given one `--start-at` start together: merged, every request of the
+/// whole schedule went at start + its offset in the whole schedule (by the wall clock), and the
+/// merge reports each part's start. A generator that comes up after the start time begins late;
+/// the merge flags it with how late it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generators_given_one_start_time_start_together_and_a_late_one_is_flagged() {
+    let server = serve_tiny_chat(&[]).await;
+    let url = server.url();
+    let checked = tokio::task::spawn_blocking(move || {
+        let ws = Workspace::new();
+        let bin = env!("CARGO_BIN_EXE_chatgate");
+        let unix_now = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()
+        };
+        let spawn = |k: usize, start_at: &str, tag: &str| {
+            std::process::Command::new(bin)
+                .args([
+                    "bench",
+                    "suites/smoke.toml",
+                    "--target",
+                    url.as_str(),
+                    "--mode",
+                    "load",
+                    "--arrival",
+                    "constant",
+                    "--rate",
+                    "20",
+                    "--requests",
+                    "30",
+                    "--warmup",
+                    "1",
+                    "--shard",
+                    &format!("{k}/3"),
+                    "--part",
+                    &format!("{tag}-{k}.json"),
+                    "--start-at",
+                    start_at,
+                    "--format",
+                    "json",
+                ])
+                .current_dir(ws.path(""))
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        let merge = |tag: &str| {
+            let parts: Vec<String> = (1..=3).map(|k| format!("{tag}-{k}.json")).collect();
+            let mut args = vec!["merge"];
+            args.extend(parts.iter().map(String::as_str));
+            let (code, text, err) = chatgate(&args, &ws.path(""));
+            args.extend(["--format", "json"]);
+            let (_, json, _) = chatgate(&args, &ws.path(""));
+            (
+                code,
+                text,
+                err,
+                serde_json::from_str::<Value>(&json).unwrap(),
+            )
+        };
+
+        // On time: all three started within the bound of --start-at and of each other.
+        let start = unix_now() + 4.0;
+        let at = format!("{start:.3}");
+        let children: Vec<_> = (1..=3).map(|k| spawn(k, &at, "together")).collect();
+        for mut c in children {
+            assert!(c.wait().unwrap().success());
+        }
+        let (code, text, err, merged) = merge("together");
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            text.contains("starts: 1/3 +") && !text.contains("started apart"),
+            "{text}"
+        );
+        assert_eq!(merged["summary"]["requests"], 30);
+        for s in merged["starts"].as_array().unwrap() {
+            let off = s["offset_ms"].as_f64().unwrap();
+            assert!(off.abs() < 20.0 && s["late"] == false, "{s}");
+        }
+        // The merged requests are the unsharded schedule: request i sent at start + i/20 s.
+        let parts: Vec<Value> = (1..=3)
+            .map(|k| {
+                serde_json::from_slice(
+                    &std::fs::read(ws.path(&format!("together-{k}.json"))).unwrap(),
+                )
+                .unwrap()
+            })
+            .collect();
+        let mut sends: Vec<(u64, f64)> = parts
+            .iter()
+            .flat_map(|p| p["samples"].as_array().unwrap().clone())
+            .map(|s| {
+                (
+                    s["index"].as_u64().unwrap(),
+                    s["t_send_ms"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        sends.sort_by_key(|s| s.0);
+        assert_eq!(
+            sends.iter().map(|s| s.0).collect::<Vec<_>>(),
+            (0..30).collect::<Vec<_>>()
+        );
+        for (i, t) in &sends {
+            let planned = start * 1e3 + *i as f64 * 50.0;
+            assert!(
+                (t - planned).abs() < 25.0,
+                "request {i} sent {:.1} ms off the plan",
+                t - planned
+            );
+        }
+
+        // Late: the third generator comes up 1.5 s after the start time and begins at once.
+        let start = unix_now() + 3.0;
+        let at = format!("{start:.3}");
+        let early: Vec<_> = (1..=2).map(|k| spawn(k, &at, "late")).collect();
+        std::thread::sleep(std::time::Duration::from_secs_f64(
+            (start + 1.5 - unix_now()).max(0.0),
+        ));
+        let mut late = spawn(3, &at, "late");
+        for mut c in early {
+            assert!(c.wait().unwrap().success());
+        }
+        assert!(late.wait().unwrap().success());
+        let (code, text, err, merged) = merge("late");
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            text.contains("warning: generators started apart: part 3/3 started"),
+            "{text}"
+        );
+        let third = &merged["starts"].as_array().unwrap()[2];
+        assert_eq!(third["late"], true, "{third}");
+        assert!(third["offset_ms"].as_f64().unwrap() > 1000.0, "{third}");
+        assert!(
+            merged["start_skew"]
+                .as_str()
+                .unwrap()
+                .contains("20 ms bound"),
+            "{merged}"
+        );
+    })
+    .await;
+    drop(server);
+    checked.unwrap();
+}
