@@ -459,7 +459,11 @@ fn suite_text(
          [replay]\n# Prompts replayed against reviewed snapshots.\nprompts = {}\nsnapshots = {}\n\
          # comparator = \"exact\"\n# max_tokens = 48\n\n\
          [latency]\n# Closed-loop latency against the baseline recorded by --update.\nrepeats = 3\nconcurrency = 1\nwarmup = 1\n\
-         # tolerance = 1.0\n# min_regression_ms = {{ ttft = 50, tpot = 10, e2el = 100 }}\n",
+         # tolerance = 1.0\n# min_regression_ms = {{ ttft = 50, tpot = 10, e2el = 100 }}\n\
+         # What an INCONCLUSIVE comparison does (its interval straddles the allowance): warn or fail.\n# inconclusive = \"warn\"\n\
+         # SLOs (ms) for load and `bench --mode capacity`, the share of requests that must meet them,\n\
+         # and the capacity drop allowed against a saved search.\n\
+         # slo = {{ ttft = 2000, tpot = 200, e2el = 30000 }}\n# min_slo_attainment = 0.9\n# capacity_drop = 0.1\n",
         toml_str(&format!("{name}.prompts.jsonl")),
         toml_str(&format!("snapshots/{name}")),
     ));

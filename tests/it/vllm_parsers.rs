@@ -147,6 +147,7 @@ fn vllm_parsers_right_missing_and_of_another_family() {
             framing["evidence"]["vLLM"], "--reasoning-parser qwen3",
             "{framing}"
         );
+        vllm_metrics_agree_with_the_client(dir, &server.url);
         // vLLM 0.32 writes `reasoning` only: a client that still reads `reasoning_content`
         // gets nothing, and the gate says so.
         let path = dir.join("suite.toml");
@@ -450,4 +451,71 @@ fn vllm_qwen3_coder_parser_reads_the_xml_and_hermes_is_caught() {
             "{first}"
         );
     }
+}
+
+/// vLLM's own `/metrics`, read the way `bench --mode capacity` reads it: one capacity step of 4
+/// requests at 1/s, with the server scraped before, during and after it. vLLM counts exactly
+/// the requests and generated tokens the client counted (its `usage`), and exposes the queue,
+/// running and KV-cache figures under the 0.32 names.
+fn vllm_metrics_agree_with_the_client(dir: &Path, url: &str) {
+    let path = dir.join("suite.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let slo = "slo = { e2el = 600000 }\n";
+    let with_slo = if text.contains("\n[latency]\n") {
+        text.replace("\n[latency]\n", &format!("\n[latency]\n{slo}"))
+    } else {
+        format!("{text}\n[latency]\n{slo}")
+    };
+    std::fs::write(&path, with_slo).unwrap();
+    let (code, out, err) = crate::common::cli::chatgate_in(
+        &[
+            "bench",
+            "suite.toml",
+            "--target",
+            url,
+            "--mode",
+            "capacity",
+            "--rate",
+            "1",
+            "--max-rate",
+            "1",
+            "--requests",
+            "4",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--format",
+            "json",
+        ],
+        dir,
+    );
+    std::fs::write(&path, text).unwrap();
+    assert_eq!(code, 0, "{out}\n{err}");
+    let doc: Value = serde_json::from_str(&out).expect("JSON");
+    let step = &doc["capacity"]["steps"][0];
+    assert_eq!(step["requests"], 4, "{step}");
+    assert_eq!(
+        step["notes"],
+        serde_json::json!([]),
+        "client and server disagree: {step}"
+    );
+    let server = &step["server"];
+    assert_eq!(server["stack"], "vllm", "{server}");
+    assert_eq!(server["requests"], 4.0, "{server}");
+    assert!(
+        server["generation_tokens"].as_f64().unwrap() >= 4.0,
+        "{server}"
+    );
+    assert!(server["prompt_tokens"].as_f64().unwrap() > 0.0, "{server}");
+    assert_eq!(server["preemptions"], 0.0, "{server}");
+    assert!(server["queue_ms_mean"].as_f64().is_some(), "{server}");
+    let kv = server["kv_cache_max"]
+        .as_f64()
+        .expect("vllm:kv_cache_usage_perc");
+    assert!((0.0..=1.0).contains(&kv), "{server}");
+    assert!(
+        server["timeline"].as_array().unwrap().len() >= 3,
+        "{server}"
+    );
 }
