@@ -9,10 +9,13 @@ use super::Format;
 use crate::endpoint::spec::{Target, TargetSpec};
 use crate::error::{Error, Result};
 use crate::gate::capacity::CapacityRun;
-use crate::latency::capacity::{self, Decision, Saved, SearchOptions, CAPACITY_FORMAT};
+use crate::latency::capacity::{
+    self, CapacityVerdict, Decision, Saved, SearchOptions, CAPACITY_FORMAT,
+};
 use crate::latency::Arrival;
 use crate::replay::prompts::Prompt;
 use crate::suite::{Inconclusive, LatencySection, MetricMs, Suite};
+use crate::verdict::{checks, Finding, Severity};
 
 /// The share of a step's requests that must meet the SLOs without [latency] min_slo_attainment.
 pub const DEFAULT_ATTAINMENT: f64 = 0.9;
@@ -214,9 +217,30 @@ pub async fn run(
         Format::Json => println!("{}", crate::secrets::redact(&text)),
         Format::Text => println!("{}", crate::secrets::redact(&summary(&saved))),
     }
-    let code = exit_code(&saved, section.inconclusive.unwrap_or_default());
-    super::bench::record(a, &spec.display(), code, &[], &[])?;
+    let policy = section.inconclusive.unwrap_or_default();
+    let code = exit_code(&saved, policy);
+    let findings: Vec<Finding> = saved.verdict.iter().map(|v| finding(v, policy)).collect();
+    super::bench::record(a, &spec.display(), code, &findings, &[])?;
     Ok(code)
+}
+
+/// The comparison as the history records it (`server.capacity`).
+fn finding(v: &CapacityVerdict, policy: Inconclusive) -> Finding {
+    let severity = match (v.decision, policy) {
+        (Decision::Pass, _) => Severity::Pass,
+        (Decision::Regression, _) | (Decision::Inconclusive, Inconclusive::Fail) => Severity::Error,
+        (Decision::Inconclusive, Inconclusive::Warn) => Severity::Warning,
+    };
+    let decide = v
+        .to_decide
+        .as_ref()
+        .map(|d| format!("; to decide: {d}"))
+        .unwrap_or_default();
+    Finding::new(
+        checks::SERVER_CAPACITY,
+        severity,
+        format!("{}: {}{decide}", v.decision, v.reason),
+    )
 }
 
 /// 3 when no step reached the target, 1 on a REGRESSION (or an INCONCLUSIVE the suite fails),
@@ -312,7 +336,7 @@ pub fn summary(s: &Saved) -> String {
         out.push_str("warning: the time budget ended the search; the interval is as wide as the steps so far make it (raise --budget)\n");
     }
     if let Some(v) = &s.verdict {
-        out.push_str(&format!("latency.capacity {}: {}\n", v.decision, v.reason));
+        out.push_str(&format!("server.capacity {}: {}\n", v.decision, v.reason));
         if let Some(d) = &v.to_decide {
             out.push_str(&format!("to decide: {d}\n"));
         }

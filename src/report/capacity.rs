@@ -56,7 +56,7 @@ pub fn render(s: &Saved) -> String {
     if let Some(v) = &s.verdict {
         let _ = writeln!(
             out,
-            "<p class=\"verdict\"><strong>latency.capacity {}</strong>: {}{}</p>",
+            "<p class=\"verdict\"><strong>server.capacity {}</strong>: {}{}</p>",
             v.decision,
             esc(&v.reason),
             v.to_decide

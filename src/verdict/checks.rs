@@ -399,7 +399,7 @@ registry! {
         cause: "info: the target runs in-process, so the server boundary is not exercised",
         fix: "point `--target` at a server";
     SERVER_LATENCY_TTFT = "server.latency-ttft", Server, Latency,
-        fails: "TTFT regressed beyond tolerance and the noise band",
+        fails: "TTFT regressed: the bootstrap interval of the median difference lies wholly beyond the allowance (tolerance, floor); one that straddles it is INCONCLUSIVE, a warning with how many more samples would decide (an error with `[latency] inconclusive = \"fail\"`)",
         cause: "a latency metric regressed beyond tolerance and the noise band",
         fix: "find what slowed down ([Troubleshooting: slow](troubleshooting.md#slow)); `gate --update` to accept a deliberate change";
     SERVER_SLO = "server.slo", Server, Latency,
@@ -411,21 +411,25 @@ registry! {
         cause: "the client fell behind while measuring: figures unreliable",
         fix: "a less loaded client, lower concurrency, or `--shard`";
     SERVER_LATENCY_TPOT = "server.latency-tpot", Server, Latency,
-        fails: "TPOT regressed beyond tolerance and the noise band",
+        fails: "TPOT regressed: the bootstrap interval of the median difference lies wholly beyond the allowance (tolerance, floor); one that straddles it is INCONCLUSIVE, a warning with how many more samples would decide (an error with `[latency] inconclusive = \"fail\"`)",
         cause: "a latency metric regressed beyond tolerance and the noise band",
         fix: "find what slowed down ([Troubleshooting: slow](troubleshooting.md#slow)); `gate --update` to accept a deliberate change";
     SERVER_LATENCY_E2EL = "server.latency-e2el", Server, Latency,
-        fails: "E2EL regressed beyond tolerance and the noise band",
+        fails: "E2EL regressed: the bootstrap interval of the median difference lies wholly beyond the allowance (tolerance, floor); one that straddles it is INCONCLUSIVE, a warning with how many more samples would decide (an error with `[latency] inconclusive = \"fail\"`)",
         cause: "a latency metric regressed beyond tolerance and the noise band",
         fix: "find what slowed down ([Troubleshooting: slow](troubleshooting.md#slow)); `gate --update` to accept a deliberate change";
     SERVER_LATENCY_ITL = "server.latency-itl", Server, Latency,
-        fails: "ITL regressed beyond tolerance and the noise band",
+        fails: "ITL regressed: the bootstrap interval of the median difference lies wholly beyond the allowance (tolerance, floor); one that straddles it is INCONCLUSIVE, a warning with how many more samples would decide (an error with `[latency] inconclusive = \"fail\"`)",
         cause: "a latency metric regressed beyond tolerance and the noise band",
         fix: "find what slowed down ([Troubleshooting: slow](troubleshooting.md#slow)); `gate --update` to accept a deliberate change";
     SERVER_LATENCY = "server.latency", Server, Latency,
         fails: "a latency metric regressed beyond tolerance and the noise band (the metric's own id when it has one)",
         cause: "a latency metric regressed beyond tolerance and the noise band",
         fix: "find what slowed down ([Troubleshooting: slow](troubleshooting.md#slow)); `gate --update` to accept a deliberate change";
+    SERVER_CAPACITY = "server.capacity", Server, Latency,
+        fails: "(`bench --mode capacity --baseline FILE`) the capacity under the SLOs fell by more than `[latency] capacity_drop` (default 10 %) even on the most favourable reading of both intervals; INCONCLUSIVE when the intervals straddle the allowed drop (a warning naming the resolution that would decide; an error with `[latency] inconclusive = \"fail\"`)",
+        cause: "the server takes less load within the SLOs than the saved search found",
+        fix: "find what slowed down ([Troubleshooting: slow](troubleshooting.md#slow)): the step table says whether the server's queue explains it; `--save` a new search to accept a deliberate change";
     SERVER_LATENCY_BASELINE = "server.latency-baseline", Server, Latency,
         fails: "— (warns when the baseline was recorded on a machine of another speed: calibration)",
         cause: "the baseline was recorded on a machine of another speed (calibration)",

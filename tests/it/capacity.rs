@@ -179,7 +179,7 @@ async fn the_search_finds_the_known_capacity_and_a_slower_build_fails_it() {
     slow.stop().await.unwrap();
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(
-        out.contains("latency.capacity REGRESSION: capacity fell from between"),
+        out.contains("server.capacity REGRESSION: capacity fell from between"),
         "{out}"
     );
 
@@ -250,7 +250,7 @@ async fn a_change_inside_the_noise_is_inconclusive_and_the_suite_decides() {
     let (code, out, err) = capacity(&ws, &strict, &url, &args).await;
     server.stop().await.unwrap();
     assert_eq!(code, 1, "{out}\n{err}");
-    assert!(out.contains("latency.capacity INCONCLUSIVE"), "{out}");
+    assert!(out.contains("server.capacity INCONCLUSIVE"), "{out}");
     assert!(
         out.contains("to decide: rerun both searches with --resolution"),
         "{out}"

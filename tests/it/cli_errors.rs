@@ -288,6 +288,8 @@ fn absurd_suite_values_are_refused_with_the_key_named() {
         ("[server]\nsampled_allowance = 5.0\n", "sampled_allowance"),
         ("[server]\nsampled_allowance = -0.1\n", "sampled_allowance"),
         ("[server]\nsampled_runs = 99999999\n", "sampled_runs"),
+        ("[latency]\ncapacity_drop = 1.5\n", "capacity_drop"),
+        ("[latency]\ninconclusive = \"ignore\"\n", "inconclusive"),
         ("[client]\nrelies_on = [\"tools\"]\n", "relies_on"),
         (
             "[client]\nreasoning_field = \"thoughts\"\n",
@@ -345,6 +347,8 @@ fn absurd_bench_flags_are_refused() {
         (&["--rate", "1e-9"][..], "--rate"),
         (&["--rate", "inf"][..], "--rate"),
         (&["--shape", "nan"][..], "--shape"),
+        (&["--start-at", "tomorrow"][..], "RFC 3339"),
+        (&["--start-at", "4102444800"][..], "at most 24 hours ahead"),
     ] {
         let mut args = vec!["bench", suite, "--mode", "load"];
         args.extend_from_slice(flags);
