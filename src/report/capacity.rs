@@ -233,7 +233,7 @@ fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series], marks: &[
             short(gy)
         );
     }
-    for m in marks {
+    for (row, m) in marks.iter().enumerate() {
         let (a, b) = (px(m.from), px(m.to));
         let _ = writeln!(
             s,
@@ -242,7 +242,7 @@ fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series], marks: &[
             (b - a).max(1.5),
             H - TOP - BOTTOM,
             a + 2.0,
-            TOP + 12.0,
+            TOP + 12.0 + 12.0 * row as f64,
             esc(&m.label)
         );
     }
