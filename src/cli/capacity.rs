@@ -315,6 +315,10 @@ pub fn summary(s: &Saved) -> String {
             out.push_str(&format!("{:>9} note: {n}\n", ""));
         }
     }
+    if c.stopped == "unreachable" {
+        out.push_str("capacity: unknown: the target answered no request of the last step (stopped: unreachable)\n");
+        return out;
+    }
     out.push_str(&format!(
         "capacity: {} at {:.0} % SLO attainment ({}; {} steps, {:.1} s, stopped: {})\n",
         c.describe(),

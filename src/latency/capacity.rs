@@ -99,7 +99,7 @@ pub struct Capacity {
     pub knee: Option<f64>,
     /// The lowest rate at which the server's queue grew through the step.
     pub saturated_at: Option<f64>,
-    /// Why the search stopped: `converged`, `budget`, `max_rate`, `min_rate`.
+    /// Why the search stopped: `converged`, `budget`, `max_rate`, `min_rate`, `unreachable`.
     pub stopped: String,
     pub elapsed_s: f64,
     pub options: SearchOptions,
@@ -134,7 +134,14 @@ where
         longest_overrun: 0.0,
     };
     let stopped = s.drive(&mut run).await;
-    let (low, high) = interval(&s.steps);
+    // A step the target answered nothing in says nothing about its capacity.
+    let answered: Vec<Step> = s
+        .steps
+        .iter()
+        .filter(|st| st.measured.unreachable.is_none())
+        .cloned()
+        .collect();
+    let (low, high) = interval(&answered);
     Capacity {
         low,
         high,
@@ -173,7 +180,7 @@ impl Searcher {
         // Bracket: double while passing, halve while failing.
         let mut rate = o.start.clamp(o.min_rate, o.max_rate);
         let Some(first) = self.step(run, rate, 0).await else {
-            return "budget";
+            return self.halted();
         };
         let (mut low, mut high) = if first {
             (rate, None)
@@ -187,7 +194,7 @@ impl Searcher {
                 }
                 rate = (rate * 2.0).min(o.max_rate);
                 match self.step(run, rate, 0).await {
-                    None => return "budget",
+                    None => return self.halted(),
                     Some(true) => low = rate,
                     Some(false) => {
                         high = Some(rate);
@@ -202,7 +209,7 @@ impl Searcher {
                 }
                 rate = (rate / 2.0).max(o.min_rate);
                 match self.step(run, rate, 0).await {
-                    None => return "budget",
+                    None => return self.halted(),
                     Some(true) => {
                         low = rate;
                         break;
@@ -215,7 +222,7 @@ impl Searcher {
         while hi / low - 1.0 > o.resolution {
             let mid = (low * hi).sqrt();
             match self.step(run, mid, 0).await {
-                None => return "budget",
+                None => return self.halted(),
                 Some(true) => low = mid,
                 Some(false) => hi = mid,
             }
@@ -238,7 +245,7 @@ impl Searcher {
         for repeat in 1..self.opts.repeats.max(1) {
             for rate in [low, high].into_iter().flatten() {
                 if self.step(run, rate, repeat).await.is_none() {
-                    return "budget";
+                    return self.halted();
                 }
             }
         }
@@ -256,7 +263,7 @@ impl Searcher {
                 rate = (rate * outwards).clamp(self.opts.min_rate, self.opts.max_rate);
                 for repeat in 0..self.opts.repeats.max(1) {
                     if self.step(run, rate, repeat).await.is_none() {
-                        return "budget";
+                        return self.halted();
                     }
                 }
             }
@@ -272,12 +279,25 @@ impl Searcher {
             .all(|s| s.passed == passed)
     }
 
-    /// Run one step if the budget allows it: Some(passed), or None when it does not.
+    /// Why the search cannot go on: the target did not answer its last step (no rate will
+    /// change that), or the next step would not fit the budget.
+    fn halted(&self) -> &'static str {
+        match self.steps.last() {
+            Some(s) if s.measured.unreachable.is_some() => "unreachable",
+            _ => "budget",
+        }
+    }
+
+    /// Run one step if the budget allows it and the target answered the last one:
+    /// Some(passed), or None when the search must stop.
     async fn step<F, Fut>(&mut self, run: &mut F, rate: f64, repeat: usize) -> Option<bool>
     where
         F: FnMut(f64, u64) -> Fut,
         Fut: Future<Output = Measured>,
     {
+        if self.halted() == "unreachable" {
+            return None;
+        }
         let o = &self.opts;
         let span = o.requests as f64 / rate;
         let at_s = self.started.elapsed().as_secs_f64();

@@ -313,3 +313,46 @@ fn bad_capacity_input_is_refused_before_any_load() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("belong to --mode capacity"), "{err}");
 }
+
+/// A target that answers nothing stops the search after its first step (exit 3, the reason on
+/// stderr), instead of halving the rate through slower and slower steps.
+#[test]
+fn an_unreachable_target_stops_the_search_at_once() {
+    let ws = Workspace::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}"); // bound, then closed: refused
+    let started = std::time::Instant::now();
+    let (code, out, err) = chatgate_in(
+        &[
+            "bench",
+            "suites/smoke.toml",
+            "--mode",
+            "capacity",
+            "--target",
+            &url,
+            "--rate",
+            "20",
+            "--requests",
+            "10",
+            "--warmup",
+            "0",
+            "--format",
+            "json",
+        ],
+        &ws.path(""),
+    );
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(err.contains("server.reachable error"), "{err}");
+    let doc: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(doc["capacity"]["stopped"], "unreachable", "{doc}");
+    assert_eq!(doc["capacity"]["steps"].as_array().unwrap().len(), 1);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+}
