@@ -441,16 +441,7 @@ fn report_load(r: LoadReport, format: Format, save: Option<&Path>) -> Result<i32
     if !starts.is_empty() {
         let each: Vec<String> = starts
             .iter()
-            .map(|s| {
-                format!(
-                    "{} +{:.1} ms{}",
-                    s.shard,
-                    s.after_first_ms,
-                    s.offset_ms
-                        .map(|o| format!(" ({o:+.1} ms from --start-at)"))
-                        .unwrap_or_default()
-                )
-            })
+            .map(|s| format!("{} +{:.1} ms{}", s.shard, s.after_first_ms, s.offset_note()))
             .collect();
         line.push_str(&format!("\nstarts: {}", each.join(", ")));
     }

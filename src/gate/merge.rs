@@ -319,6 +319,15 @@ pub struct PartStart {
     pub late: bool,
 }
 
+impl PartStart {
+    /// " (+0.3 ms from --start-at)", or nothing without --start-at.
+    pub fn offset_note(&self) -> String {
+        self.offset_ms
+            .map(|o| format!(" ({o:+.1} ms from --start-at)"))
+            .unwrap_or_default()
+    }
+}
+
 /// Every part's start, and a warning naming the parts that started off (None when all were
 /// within the bound, or no part recorded its start).
 pub fn start_skew(parts: &[BenchPart]) -> (Vec<PartStart>, Option<String>) {
@@ -355,9 +364,7 @@ pub fn start_skew(parts: &[BenchPart]) -> (Vec<PartStart>, Option<String>) {
                 "part {} started {:.1} ms after the first{}",
                 s.shard,
                 s.after_first_ms,
-                s.offset_ms
-                    .map(|o| format!(" ({o:+.1} ms from --start-at)"))
-                    .unwrap_or_default()
+                s.offset_note()
             )
         })
         .collect();

@@ -10,30 +10,25 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use chatgate::serve::{self, Fault, RunningServer, ServeOptions};
+use chatgate::serve::{Fault, RunningServer, ServeOptions};
 use serde_json::Value;
 
 use crate::common::browser::{browser, rendered_dom};
 use crate::common::cli::chatgate_in;
-use crate::common::gate_workspace::{single_threaded, Workspace};
+use crate::common::gate_workspace::{serve_with, Workspace};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 /// The server's cost per request (ms), and so its capacity: 1000 / 50 = 20 requests/s.
 const SERVICE_MS: u64 = 50;
 
 async fn serve_paced(faults: &[Fault]) -> RunningServer {
-    single_threaded();
-    let opts = ServeOptions {
+    serve_with(ServeOptions {
         model: Path::new(REPO).join("models/tiny-chat"),
         faults: faults.to_vec(),
         service_time: Some(Duration::from_millis(SERVICE_MS)),
         ..ServeOptions::default()
-    };
-    let state = tokio::task::spawn_blocking(move || serve::load(&opts))
-        .await
-        .expect("load task")
-        .expect("the model loads");
-    serve::start(state, "127.0.0.1:0").await.expect("bind")
+    })
+    .await
 }
 
 /// The smoke suite with an E2EL SLO of three service times, short replies, and `extra` lines

@@ -6,7 +6,7 @@
 //! package of that name; .ci/run installs it). Without one the browser test says SKIPPED, and
 //! under `CI` it fails.
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use chatgate::history::{Identities, Record, RunFacts};
 use chatgate::verdict::LatencyRow;
@@ -375,22 +375,11 @@ fn an_unwritable_history_fails_the_run_by_name() {
 /// SARIF's reader: `$CHATGATE_SARIF` (.ci/run sets it to the sarif-tools venv it makes), else
 /// `sarif` on PATH; None after saying SKIPPED (a failure under CI).
 fn sarif_tool() -> Option<PathBuf> {
-    let p = std::env::var_os("CHATGATE_SARIF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("sarif"));
-    let ok = Command::new(&p)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(p);
-    }
-    crate::common::skip::skip(&format!(
+    crate::common::browser::tool(
+        "CHATGATE_SARIF",
+        "sarif",
         "no SARIF reader at {} (set CHATGATE_SARIF; pip install sarif-tools; .ci/run installs it)",
-        p.display()
-    ));
-    None
+    )
 }
 
 /// A sharded gate whose template drifted from the lock and whose snapshot went missing, merged

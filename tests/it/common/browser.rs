@@ -7,9 +7,20 @@ use std::time::{Duration, Instant};
 
 /// The headless browser, or None after saying SKIPPED (a failure in CI).
 pub fn browser() -> Option<PathBuf> {
-    let p = std::env::var_os("CHATGATE_BROWSER")
+    tool(
+        "CHATGATE_BROWSER",
+        "chromium-headless-shell",
+        "no headless browser at {} (set CHATGATE_BROWSER; Debian: apt-get install chromium-headless-shell; .ci/run installs it)",
+    )
+}
+
+/// An external program the tests read a report with: `$env`, else `default` on PATH, if it
+/// answers `--version`; None after saying SKIPPED (`missing`, with `{}` for the path tried; a
+/// failure under CI).
+pub fn tool(env: &str, default: &str, missing: &str) -> Option<PathBuf> {
+    let p = std::env::var_os(env)
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("chromium-headless-shell"));
+        .unwrap_or_else(|| PathBuf::from(default));
     let ok = Command::new(&p)
         .arg("--version")
         .stdin(Stdio::null())
@@ -18,10 +29,7 @@ pub fn browser() -> Option<PathBuf> {
     if ok {
         return Some(p);
     }
-    crate::common::skip::skip(&format!(
-        "no headless browser at {} (set CHATGATE_BROWSER; Debian: apt-get install chromium-headless-shell; .ci/run installs it)",
-        p.display()
-    ));
+    crate::common::skip::skip(&missing.replace("{}", &p.display().to_string()));
     None
 }
 

@@ -102,13 +102,18 @@ pub async fn serve_model(
     faults: &[Fault],
     fault_model: Option<&Path>,
 ) -> RunningServer {
-    single_threaded();
-    let opts = ServeOptions {
+    serve_with(ServeOptions {
         model: model.to_path_buf(),
         faults: faults.to_vec(),
         fault_model: fault_model.map(Path::to_path_buf),
         ..ServeOptions::default()
-    };
+    })
+    .await
+}
+
+/// The real `chatgate serve` (in-process, loopback) with any options (`--service-ms`, …).
+pub async fn serve_with(opts: ServeOptions) -> RunningServer {
+    single_threaded();
     let state = tokio::task::spawn_blocking(move || serve::load(&opts))
         .await
         .expect("load task")
