@@ -4,7 +4,9 @@
 //! (safetensors, sharded too; weights of any float dtype are converted to F32) through
 //! candle-transformers' `llama`, `mistral`, `qwen2`, `qwen3`, `phi3` and `gemma2` modules, and
 //! GGUF files (F32, F16, Q8_0, and candle's other quantizations) of the llama, qwen2 and qwen3
-//! architectures through `quantized_llama`, `quantized_qwen2` and `quantized_qwen3`. candle has
+//! architectures through `quantized_llama`, `quantized_qwen2` and `quantized_qwen3`, and of
+//! gemma3 through this crate's own quantized Gemma 3 (`candle/gemma3.rs`: candle's departs from
+//! the model). candle has
 //! no quantized Gemma-2, so a gemma2 GGUF is dequantized into the same `gemma2` module (its
 //! norms back from llama.cpp's `1 + w` to the checkpoint's `w`). (candle's `quantized_phi3`
 //! has no way to empty its KV cache between requests, so a phi3 GGUF runs on llama.cpp only.)
@@ -40,7 +42,7 @@ use crate::error::{Error, Result};
 use crate::template::{ChatTemplate, RenderRequest, TemplateError};
 
 /// The GGUF `general.architecture`s the candle target runs.
-pub const GGUF_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "gemma2"];
+pub const GGUF_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "gemma2", "gemma3"];
 /// The config.json `model_type`s the candle target runs.
 pub const HF_MODEL_TYPES: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2"];
 
@@ -80,6 +82,7 @@ pub fn runs(dir: &ModelDir) -> std::result::Result<(), String> {
 }
 
 pub mod detok;
+mod gemma3;
 mod gguf;
 mod hyper;
 pub mod memory;

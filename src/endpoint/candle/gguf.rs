@@ -1,5 +1,6 @@
 //! Loading a GGUF: llama-family files through candle's quantized models, Gemma-2 dequantized
-//! into candle's own model (candle has no quantized Gemma-2).
+//! into candle's own model (candle has no quantized Gemma-2), Gemma-3 through this crate's own
+//! quantized model (`gemma3.rs` says why not candle's).
 use super::*;
 
 impl CandleModel {
@@ -48,7 +49,7 @@ impl CandleModel {
         }
         // Qwen3 and Gemma-2 heads may be wider than embedding_length / head_count
         // (key_length says).
-        let own_head_dim = matches!(arch.as_str(), "qwen3" | "gemma2");
+        let own_head_dim = matches!(arch.as_str(), "qwen3" | "gemma2" | "gemma3");
         let head_dim = if own_head_dim {
             need("attention.key_length")?
         } else {
@@ -133,6 +134,9 @@ impl CandleModel {
                 quantized_qwen2::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu)
                     .map_err(cannot)?,
             ),
+            "gemma3" => Net::GgufGemma3(Box::new(
+                gemma3::Gemma3::from_gguf(&ct, &mut file, ctx).map_err(cannot)?,
+            )),
             "qwen3" => Net::GgufQwen3(
                 quantized_qwen3::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu)
                     .map_err(cannot)?,

@@ -18,6 +18,7 @@ pub(super) enum Net {
     Gguf(quantized_llama::ModelWeights),
     GgufQwen2(quantized_qwen2::ModelWeights),
     GgufQwen3(quantized_qwen3::ModelWeights),
+    GgufGemma3(Box<super::gemma3::Gemma3>),
 }
 
 impl Net {
@@ -33,6 +34,7 @@ impl Net {
             Net::Gguf(m) => m.clear_kv_cache(),
             Net::GgufQwen2(m) => m.clear_kv_cache(),
             Net::GgufQwen3(m) => m.clear_kv_cache(),
+            Net::GgufGemma3(m) => m.clear_kv_cache(),
         }
     }
 
@@ -52,6 +54,7 @@ impl Net {
             Net::Gguf(m) => m.forward(&input, pos)?,
             Net::GgufQwen2(m) => m.forward(&input, pos)?,
             Net::GgufQwen3(m) => m.forward(&input, pos)?,
+            Net::GgufGemma3(m) => m.forward(&input, pos)?,
         };
         logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()
     }
