@@ -255,14 +255,15 @@ fn start(server: Server, model: &Path, inst: &Installed) -> Option<Result<Runnin
             if !gguf.is_file() {
                 return Some(Err("no GGUF: the converter refuses these files".into()));
             }
-            return Some(start_llama_server(exe, &gguf));
+            return Some(start_llama_server(exe, &gguf, &[]));
         }
     }))
 }
 
 /// llama.cpp's `llama-server` on `gguf`, as scripts/servers/llama-server.sh runs it (one slot, one
-/// thread, the GGUF's template through its jinja engine), ready when /health says 200.
-fn start_llama_server(exe: &Path, gguf: &Path) -> Result<Running, String> {
+/// thread, the GGUF's template through its jinja engine) with `extra` flags, ready when /health
+/// says 200.
+fn start_llama_server(exe: &Path, gguf: &Path, extra: &[&str]) -> Result<Running, String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -287,6 +288,7 @@ fn start_llama_server(exe: &Path, gguf: &Path) -> Result<Running, String> {
             "-c", "2048", "-t", "1", "-tb", "1", "-np", "1", "--seed", "42",
         ])
         .args(["--jinja", "--offline"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(out)
         .spawn()
@@ -1275,6 +1277,55 @@ fn readme_rows_are_the_matrix() {
             }
         }
     }
+}
+
+/// llama-server's own `/metrics` (`--metrics`), read the way `bench --mode capacity` reads it:
+/// the scrape is recognised as llama.cpp's, its generated-token counter agrees with the
+/// client's `usage` over one step (a disagreement would be a note), and its slot gauges are
+/// read before, during and after the step. Opt-in with the column: the build is llama.cpp's.
+#[cfg(feature = "llama-server")]
+#[test]
+fn llama_server_metrics_agree_with_the_client() {
+    let model = Path::new(REPO).join("models/tiny-chat");
+    let running = start_llama_server(
+        &llama_server_binary(),
+        &model.join("model.gguf"),
+        &["--metrics"],
+    )
+    .expect("llama-server starts");
+    let url = running.url().unwrap().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, out, err) = chatgate(
+        &[
+            "init",
+            "suite.toml",
+            "--model",
+            model.to_str().unwrap(),
+            "--target",
+            &url,
+            "--stack",
+            "llama.cpp",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(code, 0, "init: {out}{err}");
+    let step = crate::common::server_metrics::one_capacity_step(tmp.path(), &url, 4);
+    assert_eq!(step["requests"], 4, "{step}");
+    assert_eq!(
+        step["notes"],
+        json!([]),
+        "client and server disagree: {step}"
+    );
+    let server = &step["server"];
+    assert_eq!(server["stack"], "llamacpp", "{server}");
+    let generated = server["generation_tokens"]
+        .as_f64()
+        .expect("tokens_predicted_total");
+    assert!(generated >= 4.0, "{server}");
+    assert!(
+        server["timeline"].as_array().unwrap().len() >= 3,
+        "{server}"
+    );
 }
 
 /// One test per family × server (test names: `family_matrix::<family>::<server>`), so that the

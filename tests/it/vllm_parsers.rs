@@ -458,42 +458,7 @@ fn vllm_qwen3_coder_parser_reads_the_xml_and_hermes_is_caught() {
 /// the requests and generated tokens the client counted (its `usage`), and exposes the queue,
 /// running and KV-cache figures under the 0.32 names.
 fn vllm_metrics_agree_with_the_client(dir: &Path, url: &str) {
-    let path = dir.join("suite.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let slo = "slo = { e2el = 600000 }\n";
-    let with_slo = if text.contains("\n[latency]\n") {
-        text.replace("\n[latency]\n", &format!("\n[latency]\n{slo}"))
-    } else {
-        format!("{text}\n[latency]\n{slo}")
-    };
-    std::fs::write(&path, with_slo).unwrap();
-    let (code, out, err) = crate::common::cli::chatgate_in(
-        &[
-            "bench",
-            "suite.toml",
-            "--target",
-            url,
-            "--mode",
-            "capacity",
-            "--rate",
-            "1",
-            "--max-rate",
-            "1",
-            "--requests",
-            "4",
-            "--repeats",
-            "1",
-            "--warmup",
-            "0",
-            "--format",
-            "json",
-        ],
-        dir,
-    );
-    std::fs::write(&path, text).unwrap();
-    assert_eq!(code, 0, "{out}\n{err}");
-    let doc: Value = serde_json::from_str(&out).expect("JSON");
-    let step = &doc["capacity"]["steps"][0];
+    let step = &crate::common::server_metrics::one_capacity_step(dir, url, 4);
     assert_eq!(step["requests"], 4, "{step}");
     assert_eq!(
         step["notes"],

@@ -9,5 +9,6 @@ pub mod llama_server;
 pub mod report_json;
 pub mod skip;
 pub mod server;
+pub mod server_metrics;
 pub mod transformers_serve;
 pub mod vllm;
