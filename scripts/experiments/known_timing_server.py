@@ -15,6 +15,19 @@ per request, by its own clocks:
   hold_ms             (t_first - t_body) / 1e6: the server's own TTFT
   itl_ms              mean gap between content chunks
 
+Slots (--slots K, default unlimited): at most K generation requests are served at once, the
+others wait first come, first served. A request holds its slot from when it starts being served
+until its last content chunk is written; its TTFT_MS and ITL schedule start when it gets the slot,
+and the wait counts in its TTFT (as a real server's queue does). Chunk i is due at slot + TTFT +
+i * ITL, so one request's service time is S = TTFT_MS + (N - 1) * ITL_MS and K slots serve at
+most K / S requests per second. Each log line then also has
+
+  t_start_mono_ns     when the request got its slot (= t_body_mono_ns without --slots)
+  queue_ms            (t_start - t_body) / 1e6: its wait for a slot
+  service_ms          (t_last - t_start) / 1e6: how long it held the slot
+  in_service          requests holding a slot when it got its own (itself included)
+  waiting             requests still waiting when it got its slot
+
 Routes: GET /health, GET /v1/models, GET /metrics (404), POST /v1/chat/completions and
 POST /v1/completions, streamed (SSE) or not. N output tokens = max_completion_tokens, else
 max_tokens, else --default-tokens. stream_options.include_usage adds a usage chunk.
@@ -23,10 +36,13 @@ Each content chunk is the text " the", one token in models/tiny-chat's byte-leve
 (id of "Ġthe"), so a client that counts output tokens with that tokenizer sees N tokens.
 
   python3 scripts/experiments/known_timing_server.py --port 8123 --ttft-ms 50 --itl-ms 10 --log /tmp/kts.jsonl
+  python3 scripts/experiments/known_timing_server.py --port 8123 --slots 2 --ttft-ms 25 --itl-ms 5 \
+      --default-tokens 16 --log /tmp/kts.jsonl     # 2 slots x 100 ms: at most 20 requests/s
 """
 
 import argparse
 import asyncio
+import collections
 import itertools
 import json
 import socket
@@ -47,7 +63,40 @@ def parse_args(argv=None):
     p.add_argument("--model", default=MODEL)
     p.add_argument("--log", required=True, help="JSONL file, one line per generation request")
     p.add_argument("--ready-file", help="write the bound port here once listening")
-    return p.parse_args(argv)
+    p.add_argument("--slots", type=int, default=0,
+                   help="serve at most this many generation requests at once, first come first "
+                        "served; the wait counts in TTFT (default 0: unlimited)")
+    args = p.parse_args(argv)
+    if args.slots < 0:
+        p.error("--slots must be 0 (unlimited) or more")
+    return args
+
+
+class Slots:
+    """At most `k` holders (k = 0: unlimited); waiters are served strictly first come, first served."""
+
+    def __init__(self, k):
+        self.k = k
+        self.busy = 0
+        self.waiters = collections.deque()
+
+    async def acquire(self):
+        if self.k == 0 or (self.busy < self.k and not self.waiters):
+            self.busy += 1
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self.waiters.append(fut)
+        await fut  # release() hands its slot over: busy stays counted
+
+    def release(self):
+        if self.k == 0:
+            return
+        while self.waiters:
+            fut = self.waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+        self.busy -= 1
 
 
 class Server:
@@ -55,6 +104,7 @@ class Server:
         self.a = args
         self.seq = itertools.count(1)
         self.log = open(args.log, "a", buffering=1)
+        self.slots = Slots(args.slots)
 
     # --- HTTP/1.1 plumbing -------------------------------------------------------------------
 
@@ -160,9 +210,6 @@ class Server:
         stream = bool(req.get("stream"))
         usage_wanted = bool((req.get("stream_options") or {}).get("include_usage"))
         prompt_tokens = self.prompt_tokens(req, chat)
-        # Deadlines on the loop's clock (time.monotonic), from the moment the body was read.
-        t0 = loop.time() - (time.monotonic_ns() - t_mono) / 1e9
-        due = lambda i: t0 + (a.ttft_ms + i * a.itl_ms) / 1000.0  # noqa: E731
         times = []
         obj = "chat.completion.chunk" if chat else "text_completion"
 
@@ -190,13 +237,18 @@ class Server:
                 first += event(chunk({"role": "assistant", "content": ""}))
             writer.write(first)
             await writer.drain()
-            for i in range(n):
-                delay = due(i) - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                writer.write(event(chunk({"content": WORD} if chat else WORD)))
-                times.append(time.monotonic_ns())
-                await writer.drain()
+            t_start, in_service, waiting = await self.start(t_mono)
+            due = self.schedule(loop, t_start)
+            try:
+                for i in range(n):
+                    delay = due(i) - loop.time()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    writer.write(event(chunk({"content": WORD} if chat else WORD)))
+                    times.append(time.monotonic_ns())
+                    await writer.drain()
+            finally:
+                self.slots.release()
             tail = event(chunk({} if chat else "", "length"))
             if usage_wanted:
                 tail += event({"id": rid, "object": obj, "created": created, "model": a.model,
@@ -205,20 +257,25 @@ class Server:
             writer.write(tail)
             await writer.drain()
         else:
-            delay = due(max(n - 1, 0)) - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if chat:
-                choice = {"index": 0, "finish_reason": "length",
-                          "message": {"role": "assistant", "content": WORD * n}}
-                o = {"id": rid, "object": "chat.completion", "created": created,
-                     "model": a.model, "choices": [choice], "usage": usage}
-            else:
-                o = {"id": rid, "object": "text_completion", "created": created, "model": a.model,
-                     "choices": [{"index": 0, "text": WORD * n, "finish_reason": "length"}],
-                     "usage": usage}
-            await self.plain(writer, 200, o, close)
-            times.append(time.monotonic_ns())
+            t_start, in_service, waiting = await self.start(t_mono)
+            due = self.schedule(loop, t_start)
+            try:
+                delay = due(max(n - 1, 0)) - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if chat:
+                    choice = {"index": 0, "finish_reason": "length",
+                              "message": {"role": "assistant", "content": WORD * n}}
+                    o = {"id": rid, "object": "chat.completion", "created": created,
+                         "model": a.model, "choices": [choice], "usage": usage}
+                else:
+                    o = {"id": rid, "object": "text_completion", "created": created,
+                         "model": a.model, "usage": usage,
+                         "choices": [{"index": 0, "text": WORD * n, "finish_reason": "length"}]}
+                await self.plain(writer, 200, o, close)
+                times.append(time.monotonic_ns())
+            finally:
+                self.slots.release()
         first, last = (times[0], times[-1]) if times else (None, None)
         rec = {
             "seq": seq, "id": rid, "x_request_id": headers.get("x-request-id"),
@@ -229,10 +286,27 @@ class Server:
             "hold_ms": (first - t_mono) / 1e6 if first else None,
             "itl_ms": ((last - first) / 1e6 / (len(times) - 1)) if len(times) > 1 else None,
             # how late the first write was against its due time (non-stream: the whole reply)
-            "late_first_ms": ((first - t_mono) / 1e6 - a.ttft_ms
+            # measured from when it got its slot: the queue is not lateness
+            "late_first_ms": ((first - t_start) / 1e6 - a.ttft_ms
                               - (0 if stream else max(n - 1, 0) * a.itl_ms)) if first else None,
         }
+        if a.slots:
+            rec.update(t_start_mono_ns=t_start, queue_ms=(t_start - t_mono) / 1e6,
+                       service_ms=(last - t_start) / 1e6 if last else None,
+                       in_service=in_service, waiting=waiting)
         self.log.write(json.dumps(rec) + "\n")
+
+    async def start(self, t_mono):
+        """Wait for a slot; returns when it was got (CLOCK_MONOTONIC ns) and the occupancy then."""
+        if not self.a.slots:
+            return t_mono, None, None
+        await self.slots.acquire()
+        return time.monotonic_ns(), self.slots.busy, len(self.slots.waiters)
+
+    def schedule(self, loop, t_start):
+        """Chunk i's deadline on the loop's clock (time.monotonic): t_start + TTFT + i * ITL."""
+        t0 = loop.time() - (time.monotonic_ns() - t_start) / 1e9
+        return lambda i: t0 + (self.a.ttft_ms + i * self.a.itl_ms) / 1000.0
 
     @staticmethod
     def prompt_tokens(req, chat):
@@ -255,8 +329,9 @@ async def main(argv=None):
     server = await asyncio.start_server(srv.handle, args.host, args.port, backlog=1024,
                                         limit=1 << 20)
     port = server.sockets[0].getsockname()[1]
+    slots = f", {args.slots} slot(s)" if args.slots else ""
     print(f"known-timing server on http://{args.host}:{port} (TTFT {args.ttft_ms} ms, "
-          f"ITL {args.itl_ms} ms, log {args.log})", file=sys.stderr, flush=True)
+          f"ITL {args.itl_ms} ms{slots}, log {args.log})", file=sys.stderr, flush=True)
     if args.ready_file:
         with open(args.ready_file, "w") as f:
             f.write(f"{port}\n")

@@ -111,6 +111,10 @@ impl Capacity {
     pub fn describe(&self) -> String {
         match (self.low, self.high) {
             (Some(l), Some(h)) => format!("between {l:.2} and {h:.2} requests/s"),
+            (Some(l), None) if self.steps.iter().any(|s| !s.passed) => format!(
+                "at least {l:.2} requests/s (every rate above it passed at least once: its runs \
+                 disagreed, so no upper bound; more --requests per step steady them)"
+            ),
             (Some(l), None) => {
                 format!("at least {l:.2} requests/s (no rate up to the maximum failed)")
             }
@@ -722,5 +726,13 @@ mod tests {
             (c.low, c.high, c.stopped.as_str()),
             (Some(8.0), None, "max_rate")
         );
+        assert!(c.describe().contains("no rate up to the maximum failed"));
+        // Steps that failed, each above a pass at a higher rate (noisy Poisson steps): no upper
+        // bound, and the description says the runs disagreed rather than that nothing failed.
+        let mut noisy = c.clone();
+        noisy.steps[0].passed = false;
+        noisy.high = None;
+        let d = noisy.describe();
+        assert!(d.contains("disagreed") && !d.contains("no rate"), "{d}");
     }
 }
