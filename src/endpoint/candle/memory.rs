@@ -141,6 +141,7 @@ fn safetensors_tensors(path: &Path) -> Option<Vec<(String, u64)>> {
 fn gguf_estimate(path: &Path) -> Option<Estimate> {
     let info = read_gguf(path).ok()?;
     let dequantize_all = info.architecture() == Some("gemma2");
+    let repacks_q5_0 = info.architecture() == Some("gemma3");
     let (mut bytes, mut parameters) = (0u64, 0u64);
     let mut kinds = std::collections::BTreeSet::new();
     // Elements per quantized type: the one holding most of them names the reference's kind.
@@ -158,6 +159,11 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
         bytes = bytes.saturating_add(held);
         if t.name == "token_embd.weight" && !float && !dequantize_all {
             bytes = bytes.saturating_add(f32_bytes);
+        }
+        // A gemma3 file's Q5_0 matrices are repacked as Q8_0 (candle/gemma3.rs): 34 bytes per
+        // 32 weights more.
+        if repacks_q5_0 && t.type_name == "Q5_0" {
+            bytes = bytes.saturating_add(elements / 32 * 34);
         }
         kinds.insert(t.type_name.clone());
         if !float {
