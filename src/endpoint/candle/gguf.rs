@@ -2,6 +2,7 @@
 //! into candle's own model (candle has no quantized Gemma-2), Gemma-3 through this crate's own
 //! quantized model (`gemma3.rs` says why not candle's).
 use super::*;
+use candle_core::quantized::GgmlDType;
 
 impl CandleModel {
     pub(super) fn from_gguf(path: &Path, dir: ModelDir) -> Result<CandleModel> {
@@ -116,6 +117,14 @@ impl CandleModel {
                 format!("cannot load the GGUF weights: {}", candle_msg(&e)),
             )
         };
+        // Matrices candle can only multiply in scalar code become F32 first (see `widen`).
+        let (ct, mut file): (gguf_file::Content, Box<dyn ReadSeek>) = match arch.as_str() {
+            "gemma2" | "gemma3" => (ct, Box::new(file)),
+            _ => match widen(&ct, &mut file).map_err(cannot)? {
+                Some((widened, bytes)) => (widened, Box::new(std::io::Cursor::new(bytes))),
+                None => (ct, Box::new(file)),
+            },
+        };
         let net = match arch.as_str() {
             "gemma2" => {
                 let dims = GgufDims {
@@ -156,6 +165,77 @@ impl CandleModel {
             weight_eos,
         )
     }
+}
+
+/// A reader candle's GGUF loaders can read tensors from: the file, or its widened copy.
+trait ReadSeek: std::io::Read + std::io::Seek {}
+impl<T: std::io::Read + std::io::Seek> ReadSeek for T {}
+
+/// Quantizations candle 0.11.1 multiplies without SIMD on x86-64 (its AVX2 dot products cover
+/// Q4_0, Q8_0 and the K-quants): a Q4_1 SmolLM2-135M decoded at 0.11× llama.cpp's speed and
+/// took 3.2 s to its first token where llama.cpp takes 0.16 (docs/benchmarks.md). As F32 the
+/// same matrices go through candle's gemm: 0.72× llama.cpp's decode, a faster prefill. (Q5_0 is
+/// scalar too; a gemma3 file's Q5_0 matrices are repacked exactly as Q8_0 instead, in
+/// gemma3.rs, and a llama-family Q5_0 file is left as it is for now.)
+const SCALAR_ONLY: [GgmlDType; 2] = [GgmlDType::Q4_1, GgmlDType::Q5_1];
+
+/// At most this many bytes of such matrices are widened (4 bytes a weight, held twice while
+/// loading); beyond it they stay quantized: slow, but in the memory the file's size suggests.
+pub(super) const MAX_WIDENED_BYTES: u64 = 2 << 30;
+
+/// The GGUF's tensors with every `SCALAR_ONLY` matrix dequantized to F32, as a GGUF in memory
+/// (its content and tensor bytes) that candle's loaders read like the file; None when there is
+/// nothing to widen or it would take more than `MAX_WIDENED_BYTES`. The numbers are the same
+/// weights; what changes is that the activations are no longer rounded to 8 bits on their way
+/// into those matrices, as they are in a quantized dot product (llama.cpp's included).
+fn widen<R: std::io::Read + std::io::Seek>(
+    ct: &gguf_file::Content,
+    file: &mut R,
+) -> candle_core::Result<Option<(gguf_file::Content, Vec<u8>)>> {
+    let widened: u64 = ct
+        .tensor_infos
+        .values()
+        .filter(|i| SCALAR_ONLY.contains(&i.ggml_dtype))
+        .map(|i| i.shape.elem_count() as u64 * 4)
+        .sum();
+    if widened == 0 || widened > MAX_WIDENED_BYTES {
+        return Ok(None);
+    }
+    let mut names: Vec<&String> = ct.tensor_infos.keys().collect();
+    names.sort_by_key(|n| ct.tensor_infos[*n].offset);
+    let mut bytes = Vec::new();
+    let mut infos = std::collections::HashMap::new();
+    for name in names {
+        let info = &ct.tensor_infos[name];
+        let tensor = ct.tensor(file, name, &Device::Cpu)?;
+        let offset = bytes.len() as u64;
+        let dtype = if SCALAR_ONLY.contains(&info.ggml_dtype) {
+            let values = tensor
+                .dequantize(&Device::Cpu)?
+                .flatten_all()?
+                .to_vec1::<f32>()?;
+            bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+            GgmlDType::F32
+        } else {
+            bytes.extend_from_slice(&tensor.data()?);
+            info.ggml_dtype
+        };
+        infos.insert(
+            name.clone(),
+            gguf_file::TensorInfo {
+                ggml_dtype: dtype,
+                shape: info.shape.clone(),
+                offset,
+            },
+        );
+    }
+    let content = gguf_file::Content {
+        magic: ct.magic,
+        metadata: ct.metadata.clone(),
+        tensor_infos: infos,
+        tensor_data_offset: 0,
+    };
+    Ok(Some((content, bytes)))
 }
 
 /// The dimensions `from_gguf` read and checked.
@@ -253,9 +333,9 @@ pub(super) fn gemma2_hf_name(gguf: &str) -> Option<(String, bool)> {
 /// name (norms back to `w`) and the safetensors model is built from them. llama.cpp ties the
 /// output to the embeddings; a GGUF with its own `output.weight` would be run wrong, so it is
 /// refused.
-pub(super) fn gemma2_from_gguf(
+pub(super) fn gemma2_from_gguf<R: std::io::Read + std::io::Seek>(
     ct: &gguf_file::Content,
-    file: &mut std::fs::File,
+    file: &mut R,
     path: &Path,
     cfg: &gemma2::Config,
 ) -> Result<gemma2::Model> {

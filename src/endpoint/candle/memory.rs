@@ -142,6 +142,20 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
     let info = read_gguf(path).ok()?;
     let dequantize_all = info.architecture() == Some("gemma2");
     let repacks_q5_0 = info.architecture() == Some("gemma3");
+    // Q4_1 and Q5_1 matrices are widened to F32 (candle/gguf.rs `widen`) when they fit its cap:
+    // 4 bytes a weight, held twice while loading.
+    let scalar_only =
+        |t: &crate::artifacts::GgufTensor| matches!(t.type_name.as_str(), "Q4_1" | "Q5_1");
+    let widened: u64 = info
+        .tensors
+        .iter()
+        .filter(|t| scalar_only(t))
+        .map(|t| t.elements().saturating_mul(4))
+        .sum();
+    let widens = !dequantize_all
+        && !repacks_q5_0
+        && widened > 0
+        && widened <= super::gguf::MAX_WIDENED_BYTES;
     let (mut bytes, mut parameters) = (0u64, 0u64);
     let mut kinds = std::collections::BTreeSet::new();
     // Elements per quantized type: the one holding most of them names the reference's kind.
@@ -153,6 +167,8 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
         let float = matches!(t.type_name.as_str(), "F32" | "F16" | "BF16");
         let held = if float || dequantize_all {
             f32_bytes
+        } else if widens && scalar_only(t) {
+            f32_bytes.saturating_mul(2)
         } else {
             gguf_tensor_bytes(t).unwrap_or(f32_bytes).saturating_mul(2)
         };
