@@ -112,6 +112,9 @@ pub struct RawResponse {
 #[derive(Clone)]
 pub struct HttpTarget {
     inner: Arc<Inner>,
+    /// Requests known to take far longer than the probes (a prompt of thousands of tokens):
+    /// they wait the suite's `total_timeout_s`, not the server's pace (see [`HttpTarget::patient`]).
+    patient: bool,
 }
 
 struct Inner {
@@ -234,6 +237,7 @@ impl HttpTarget {
                 sent: AtomicUsize::new(0),
                 pace: pace::Pace::default(),
             }),
+            patient: false,
         })
     }
 
@@ -299,7 +303,9 @@ impl HttpTarget {
         }
         let r = match r {
             Ok(rec) => {
-                self.inner.pace.answered(t0.elapsed());
+                if !self.patient {
+                    self.inner.pace.answered(t0.elapsed());
+                }
                 Ok(rec)
             }
             Err(e) => Err(self.inner.pace.explain(e)),
@@ -494,6 +500,18 @@ impl HttpTarget {
                 sent: AtomicUsize::new(0),
                 pace: pace::Pace::default(),
             }),
+            patient: false,
+        }
+    }
+
+    /// The same client for requests known to take far longer than the probes: the pace is
+    /// learnt on the probes' short replies, and a 4k-token prompt's prefill on a CPU server
+    /// (20–35 s for Gemma 3 270M under llama-cpp-python) is not slowness. Such a request waits
+    /// up to the suite's `total_timeout_s`, and its time does not set the pace.
+    pub fn patient(&self) -> HttpTarget {
+        HttpTarget {
+            inner: self.inner.clone(),
+            patient: true,
         }
     }
 

@@ -84,7 +84,16 @@ impl PhaseClock {
                 phase,
                 seconds: t0.elapsed().as_secs_f64(),
                 requests,
+                steps: Vec::new(),
             });
+        }
+    }
+
+    /// The running stage's steps (ended with it).
+    pub fn steps(&mut self, steps: Vec<PhaseTime>) {
+        self.end();
+        if let Some(last) = self.phases.last_mut() {
+            last.steps = steps;
         }
     }
 

@@ -342,7 +342,8 @@ pub(super) async fn chains(
     let chosen = prompts.map(|p| p.chosen.as_slice());
     clock.start("online chain");
     match online(ctx, target, reference, chosen, local_now, progress).await {
-        Ok(r) => {
+        Ok(mut r) => {
+            clock.steps(std::mem::take(&mut r.steps));
             findings.extend(r.findings);
             if let Some((f, code)) = breaker_finding(target) {
                 findings.push(f);
@@ -576,6 +577,7 @@ pub(super) async fn online(
             findings,
             determinism: Default::default(),
             server_day: None,
+            steps: Vec::new(),
         });
     };
     let server = &ctx.suite.file.server;

@@ -238,6 +238,10 @@ pub fn gate_terminal(r: &GateReport, colour: bool) -> String {
         out.push_str(&line);
         out.push('\n');
     }
+    for line in step_lines(r) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     out.push_str(&gate_verdict(r, &p));
     out.push('\n');
     out
@@ -248,18 +252,35 @@ fn phase_line(r: &GateReport) -> Option<String> {
     if r.phases.is_empty() {
         return None;
     }
-    let parts: Vec<String> = r
-        .phases
-        .iter()
-        .map(|p| {
-            let name = p.phase.split(':').next().unwrap_or(&p.phase);
-            match p.requests {
-                Some(n) if n > 0 => format!("{name} {:.1} s ({n} requests)", p.seconds),
-                _ => format!("{name} {:.1} s", p.seconds),
-            }
-        })
-        .collect();
+    let parts: Vec<String> = r.phases.iter().map(phase_part).collect();
     Some(format!("time: {}", parts.join(", ")))
+}
+
+/// A stage's steps, one line per stage that has them, slowest first (the ones that took a
+/// second or more): `  online chain: probe pass 40.1 s (28 requests), server.long-prompt 20.2 s (1 requests)`.
+fn step_lines(r: &GateReport) -> Vec<String> {
+    r.phases
+        .iter()
+        .filter_map(|p| {
+            let mut steps: Vec<&crate::verdict::PhaseTime> =
+                p.steps.iter().filter(|s| s.seconds >= 1.0).collect();
+            if steps.is_empty() {
+                return None;
+            }
+            steps.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+            let parts: Vec<String> = steps.into_iter().map(phase_part).collect();
+            let name = p.phase.split(':').next().unwrap_or(&p.phase);
+            Some(format!("  {name}: {}", parts.join(", ")))
+        })
+        .collect()
+}
+
+fn phase_part(p: &crate::verdict::PhaseTime) -> String {
+    let name = p.phase.split(':').next().unwrap_or(&p.phase);
+    match p.requests {
+        Some(n) if n > 0 => format!("{name} {:.1} s ({n} requests)", p.seconds),
+        _ => format!("{name} {:.1} s", p.seconds),
+    }
 }
 
 fn gate_verdict(r: &GateReport, p: &Paint) -> String {

@@ -339,6 +339,33 @@ impl View<'_> {
         }
     }
 
+    /// Where the run's time went: each stage, and under it its steps (the online chain's probe
+    /// pass and the checks that send requests), with the requests each sent.
+    pub fn time_table(&self) -> Table {
+        use ColKind::*;
+        let row = |name: String, t: &crate::verdict::PhaseTime| {
+            let requests = t.requests.map_or_else(|| "—".into(), |n| n.to_string());
+            let cells = vec![
+                Cell::Text(name),
+                Cell::Num(format!("{:.1}", t.seconds)),
+                Cell::Num(requests),
+            ];
+            (None, cells)
+        };
+        let mut rows = Vec::new();
+        for p in &self.report.phases {
+            rows.push(row(p.phase.clone(), p));
+            for s in &p.steps {
+                rows.push(row(format!("· {}", s.phase), s));
+            }
+        }
+        Table {
+            cols: cols(&[("stage", Text), ("seconds", Num), ("requests", Num)]),
+            rows,
+            wide: false,
+        }
+    }
+
     pub fn definitions_table(&self) -> Table {
         Table {
             cols: cols(&[("metric", ColKind::Text), ("definition", ColKind::Text)]),
@@ -458,6 +485,11 @@ pub fn render<M: Markup>(view: &View, m: &mut M) {
             m.plots(&plotted);
         }
         m.end_section();
+    }
+    if !view.report.phases.is_empty() {
+        m.details("Where the time went", "time");
+        m.table(&view.time_table());
+        m.end_details();
     }
     if !view.definitions.is_empty() {
         m.details("Metric definitions", "defs");

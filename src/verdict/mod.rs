@@ -8,5 +8,6 @@ pub mod report;
 
 pub use finding::{Boundary, Finding, Findings, Severity};
 pub use report::{
-    GateReport, LatencyRow, LatencyTotals, LatencyVerdict, Outcome, PromptResult, PromptStatus,
+    GateReport, LatencyRow, LatencyTotals, LatencyVerdict, Outcome, PhaseTime, PromptResult,
+    PromptStatus,
 };

@@ -205,6 +205,10 @@ pub struct PhaseTime {
     /// Requests sent to the target in this phase (None in-process or where not counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,
+    /// Where this stage's time went, step by step (the online chain: its probe pass, then each
+    /// check that sends requests of its own), so a slow server shows which check it slows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<PhaseTime>,
 }
 
 /// Everything `chatgate gate` found.

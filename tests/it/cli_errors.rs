@@ -405,6 +405,14 @@ fn init_on_a_gguf_without_a_template_names_the_template_not_the_tokenizer() {
                 err.contains("gguf-new-metadata --chat-template-file"),
                 "{err}"
             );
+            // What the stacks fall back to, as their sources say (context.rs).
+            for fallback in [
+                "llama-server renders ChatML",
+                "llama-cpp-python formats as Llama 2",
+                "vLLM refuses the chat",
+            ] {
+                assert!(err.contains(fallback), "{fallback} in {err}");
+            }
         }
         assert!(!suite.exists());
     }

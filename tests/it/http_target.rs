@@ -958,6 +958,51 @@ async fn a_server_that_answered_then_stalls_opens_the_breaker_as_slow() {
     assert!(t.breaker_slow());
 }
 
+/// A request known to take far longer than the probes (the long prompt: a 4k-token prefill
+/// took 20–35 s on llama-cpp-python where a probe took 1–9) waits the suite's total timeout
+/// through a patient client, where the probes' pace would have given up; it does not set the
+/// pace for the others.
+#[tokio::test]
+async fn a_patient_request_waits_past_the_pace_up_to_the_total_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let reply = json!({"id": "x", "object": "chat.completion", "model": "tiny-chat",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi."}, "finish_reason": "stop"}]});
+    tokio::spawn(async move {
+        let mut n = 0;
+        while let Ok((sock, _)) = listener.accept().await {
+            n += 1;
+            let reply = reply.clone();
+            tokio::spawn(async move {
+                // The first reply at once; every later one after 1.2 s (a long prefill).
+                if n > 1 {
+                    tokio::time::sleep(Duration::from_millis(1200)).await;
+                }
+                let log = Arc::new(Mutex::new(Vec::new()));
+                let _ = answer(sock, &[json_response("200 OK", &reply)], &log).await;
+            });
+        }
+    });
+    // (The wait for the headers is connect + read: a loopback connect is instant.)
+    let t = HttpTarget::new(HttpOptions {
+        read_timeout: Duration::from_millis(300),
+        connect_timeout: Duration::from_millis(100),
+        total_timeout: Duration::from_secs(20),
+        ..options(&url)
+    })
+    .expect("target");
+    t.chat(&greedy(false)).await.expect("the first reply");
+    let e = t.chat(&greedy(false)).await.expect_err("past the pace");
+    assert!(matches!(e, CallError::Slow { .. }), "{e:?}");
+    t.patient()
+        .chat(&greedy(false))
+        .await
+        .expect("a patient request waits");
+    // Its 1.2 s did not become the pace: an ordinary request still gives up at 0.3 s.
+    let e = t.chat(&greedy(false)).await.expect_err("past the pace");
+    assert!(e.to_string().contains("no reply within 0.3 s"), "{e}");
+}
+
 /// Invalid UTF-8 in a stream fails the request, as it does in a plain JSON body: U+FFFD is not
 /// passed off as the model's text.
 #[tokio::test]

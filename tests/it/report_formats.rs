@@ -3,10 +3,12 @@
 //! prompt with a diff, and latency rows with samples.
 //!
 //! Set `CHATGATE_DUMP_REPORTS=/some/dir` to also write the rendered files there for a look.
-use chatgate::report::{html, junit, markdown};
+use chatgate::report::{gate_terminal, html, junit, markdown};
 use chatgate::verdict::checks;
 use chatgate::verdict::{Finding, Findings, Severity};
-use chatgate::verdict::{GateReport, LatencyRow, LatencyTotals, PromptResult, PromptStatus};
+use chatgate::verdict::{
+    GateReport, LatencyRow, LatencyTotals, PhaseTime, PromptResult, PromptStatus,
+};
 use proptest::prelude::*;
 use quick_junit::{NonSuccessKind, Report, TestCaseStatus, TestSuite};
 
@@ -452,6 +454,46 @@ fn markdown_of_a_passing_run_leads_with_the_verdict() {
     assert!(!md.contains("First broken boundary"));
     assert!(md.contains("| greeting |") || md.contains("| `greeting` |"));
     assert!(md.contains("- **goodput**: — (no SLOs set)"), "{md}");
+}
+
+/// Where a gate's time went, stage by stage and, in the online chain, check by check: the
+/// terminal's slow steps slowest first (what a slow server slows), and every step in the
+/// Markdown table.
+#[test]
+fn the_report_says_where_the_time_went_step_by_step() {
+    let step = |phase: &str, seconds: f64, requests: u64| PhaseTime {
+        phase: phase.into(),
+        seconds,
+        requests: Some(requests),
+        steps: Vec::new(),
+    };
+    let mut r = passing();
+    r.phases = vec![
+        step("load: suite, target, reference, context", 9.3, 0),
+        PhaseTime {
+            steps: vec![
+                step("probe pass", 54.1, 45),
+                step("request-field probes", 0.4, 2),
+                step("server.long-prompt", 22.8, 2),
+            ],
+            ..step("online chain", 88.0, 79)
+        },
+        step("replay", 6.0, 6),
+    ];
+    let text = gate_terminal(&r, false);
+    assert!(
+        text.contains("time: load 9.3 s, online chain 88.0 s (79 requests), replay 6.0 s (6 requests)\n  online chain: probe pass 54.1 s (45 requests), server.long-prompt 22.8 s (2 requests)\n"),
+        "{text}"
+    );
+    let md = markdown::render(&r);
+    dump("time.md", &md);
+    for row in [
+        "| online chain | 88.0 | 79 |",
+        "| · probe pass | 54.1 | 45 |",
+        "| · request-field probes | 0.4 | 2 |",
+    ] {
+        assert!(md.contains(row), "{row} in {md}");
+    }
 }
 
 #[test]

@@ -20,6 +20,12 @@ pub const DEFAULT_TOKENS: usize = 256;
 pub const WINDOW: usize = 32;
 /// A long reply no longer than this adds nothing to the short probes.
 const AT_LEAST: usize = 2 * WINDOW;
+/// The most the long reply's logprobs may add to the gate, in seconds, at the cost per token
+/// the probes measured; past it the reply is asked without them. llama-cpp-python sorts the
+/// whole vocabulary in Python for every token it reports logprobs for and detokenizes the reply
+/// again per token: on Gemma 3's 262k vocabulary 0.4 s a token, and a 256-token reply took 8
+/// minutes, during which it served nothing else (it does not stop work a client gave up on).
+const LOGPROB_BUDGET_S: f64 = 30.0;
 
 /// What the long reply showed.
 pub enum LongReply {
@@ -35,6 +41,8 @@ pub enum LongReply {
         left_at: Option<(usize, usize)>,
         /// Each window's mean |Δ| up to the first out of bounds (None: no logprobs compared).
         means: Vec<Option<f32>>,
+        /// Why the reply was asked without logprobs (judged on its tokens), when it was.
+        without_logprobs: Option<String>,
     },
 }
 
@@ -61,6 +69,7 @@ impl LongReply {
                 verdict,
                 left_at,
                 means,
+                without_logprobs,
             } => {
                 let windows = spans(*tokens).len();
                 let mut s = match (verdict, left_at) {
@@ -83,6 +92,11 @@ impl LongReply {
                 }
                 if let Some(why) = short {
                     s.push_str(&format!(" ({why})"));
+                }
+                if let Some(why) = without_logprobs {
+                    s.push_str(&format!(
+                        "; judged on the server's tokens, not its logprobs: {why}"
+                    ));
                 }
                 s
             }
@@ -142,7 +156,20 @@ pub(super) async fn judge(
         .await
         .ok()
         .flatten();
-    let reply = match ask(online, &probe, asked).await {
+    let without_logprobs = logprobs_too_dear(obs, asked);
+    if let Some(why) = &without_logprobs {
+        // Without logprobs only reported ids say which tokens the server generated (its text
+        // re-tokenized may split otherwise); a server that reported none on the probes would
+        // leave the reply unjudged after keeping it busy.
+        let reports_ids = obs
+            .runs
+            .iter()
+            .any(|r| r.main().is_some_and(|m| m.token_ids.is_some()));
+        if !reports_ids {
+            return LongReply::Unjudged(format!("logprobs are too dear on this server ({why}), and without them it reports no token ids to judge; a stack that reports them (vLLM with return_token_ids, chatgate serve) or whose logprobs are cheap (vLLM, llama-server) judges it, and [reference] long_reply_tokens = 0 says it is not wanted"));
+        }
+    }
+    let reply = match ask(online, &probe, asked, without_logprobs.is_none()).await {
         Ok(r) => r,
         Err(e) => return LongReply::Unjudged(format!("the long request failed: {e}")),
     };
@@ -175,7 +202,25 @@ pub(super) async fn judge(
         verdict,
         left_at,
         means,
+        without_logprobs,
     }
+}
+
+/// Why the long reply goes without logprobs, when what they cost this server per token (the
+/// probes measured it) would add more than [`LOGPROB_BUDGET_S`] to it.
+fn logprobs_too_dear(obs: &Observed, tokens: usize) -> Option<String> {
+    dear(obs.logprob_cost()?, tokens)
+}
+
+fn dear(per_token: std::time::Duration, tokens: usize) -> Option<String> {
+    let per_token = per_token.as_secs_f64();
+    let total = per_token * tokens as f64;
+    (total > LOGPROB_BUDGET_S).then(|| {
+        format!(
+            "they cost this server {:.0} ms a token on the probes, {total:.0} s or more for {tokens} tokens",
+            per_token * 1e3
+        )
+    })
 }
 
 /// The long-writing chat: the suite's prompt, else one a chat model answers at length.
@@ -205,20 +250,32 @@ fn confirmed(server: Option<Vec<u32>>, local: Vec<u32>, reply: &Record) -> Optio
     (counted == local.len()).then_some(local)
 }
 
-/// The long request: the chat at temperature 0 with logprobs, past the eos where the server
-/// takes vLLM's `ignore_eos`; a server that refuses the field is asked again without it.
+/// The long request: the chat at temperature 0 (with logprobs unless they are too dear), past
+/// the eos where the server takes vLLM's `ignore_eos`; a server that refuses the field is asked
+/// again without it.
 /// Not streamed: a stream fault belongs to `server.stream-parity`, downstream of the checkpoint,
 /// and must not read as another checkpoint here.
-async fn ask(online: &Online<'_>, probe: &Probe, tokens: usize) -> Result<Record, CallError> {
-    let mut req = online.request(probe, online.settings.seed, false);
+async fn ask(
+    online: &Online<'_>,
+    probe: &Probe,
+    tokens: usize,
+    logprobs: bool,
+) -> Result<Record, CallError> {
+    let seed = online.settings.seed;
+    let mut req = match logprobs {
+        true => online.request(probe, seed, false),
+        false => online.request_text(probe, seed, false),
+    };
     req.max_tokens = Some(tokens as u32);
     let mut past_eos = req.clone();
     past_eos
         .extra
         .insert("ignore_eos".into(), serde_json::Value::Bool(true));
-    match online.http.chat(&past_eos).await {
+    // Ten times the probes' tokens: it outlasts their pace.
+    let http = online.http.patient();
+    match http.chat(&past_eos).await {
         Err(CallError::Status { status, .. }) if (400..500).contains(&status) => {
-            online.http.chat(&req).await
+            http.chat(&req).await
         }
         other => other,
     }
@@ -325,6 +382,35 @@ mod tests {
     use super::*;
     use crate::endpoint::Scored;
     use crate::exchange::TokenLogprob;
+
+    #[test]
+    fn logprobs_are_too_dear_for_the_long_reply_past_the_budget() {
+        use std::time::Duration;
+        // llama-cpp-python 0.3.36, measured: Gemma 3 270M (262k vocabulary) 391 ms a token,
+        // SmolLM2-135M (49k) 38 ms.
+        let gemma = dear(Duration::from_millis(391), 256).expect("100 s: too dear");
+        assert!(
+            gemma.contains("391 ms a token") && gemma.contains("100 s"),
+            "{gemma}"
+        );
+        assert_eq!(dear(Duration::from_millis(38), 256), None, "10 s: asked");
+        assert_eq!(dear(Duration::ZERO, 256), None);
+        let judged = LongReply::Judged {
+            tokens: 256,
+            short: None,
+            verdict: Judged::Same,
+            left_at: None,
+            means: vec![None; 8],
+            without_logprobs: Some(gemma),
+        };
+        assert!(
+            judged
+                .describe()
+                .ends_with("judged on the server's tokens, not its logprobs: they cost this server 391 ms a token on the probes, 100 s or more for 256 tokens"),
+            "{}",
+            judged.describe()
+        );
+    }
 
     /// A reply of `n` tokens whose server logprob is the reference's plus `gap(k)` at
     /// position k, and the reference's scores of it.

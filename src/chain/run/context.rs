@@ -350,9 +350,14 @@ pub fn model_pipeline(model: &ModelDir, stack: Stack) -> Result<Option<Pipeline>
 pub fn no_pipeline(model: &ModelDir, purpose: &str) -> Error {
     let gguf = model.root.is_file();
     let (what, hint) = match (model.tokenizer.is_some(), model.templates.select(false).is_some()) {
+        // What each stack does without one, from its source: llama-server renders ChatML
+        // (common/chat.cpp, CHATML_TEMPLATE_SRC); llama-cpp-python 0.3 formats as Llama 2
+        // (llama.py: "Using fallback chat format: llama-2"); vLLM refuses every chat
+        // (renderers/hf.py: "default chat template is no longer allowed") unless it has a
+        // fallback for the model type. None is the model's own format.
         (true, _) if gguf => (
-            "has no chat template (no tokenizer.chat_template in its metadata)",
-            "add one the way llama.cpp's converter does: `gguf-new-metadata --chat-template-file TEMPLATE.jinja IN.gguf OUT.gguf` (PyPI: gguf), or serve a model directory whose tokenizer_config.json or chat_template.jinja has it",
+            "has no chat template (no tokenizer.chat_template in its metadata; it has a tokenizer)",
+            "without one the serving stacks fall back to a format the model was not trained on: llama-server renders ChatML, llama-cpp-python formats as Llama 2 ([INST] … [/INST]), vLLM refuses the chat. Give the model's own template: add it to the file the way llama.cpp's converter does, `gguf-new-metadata --chat-template-file TEMPLATE.jinja IN.gguf OUT.gguf` (PyPI: gguf), and serve that file; or serve a model directory whose tokenizer_config.json or chat_template.jinja has it",
         ),
         (true, _) => (
             "has no chat template",

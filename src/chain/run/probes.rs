@@ -228,6 +228,34 @@ impl Observed {
         });
         listed.or(props).map(|n| n as usize)
     }
+
+    /// What logprobs cost this server per generated token: each probe's main reply (with
+    /// them) against its repeat (the same greedy reply without them), the median over probes.
+    /// None when no probe gave both.
+    pub fn logprob_cost(&self) -> Option<std::time::Duration> {
+        let mut per_token: Vec<f64> = self
+            .runs
+            .iter()
+            .filter_map(|run| {
+                let with = run.main()?;
+                let without = run.plain.get(1)?.as_ref().ok()?;
+                let tokens = with
+                    .usage
+                    .and_then(|u| u.completion_tokens)
+                    .or_else(|| with.logprobs.as_ref().map(|l| l.len() as u64))
+                    .filter(|&n| n > 0)?;
+                let extra = e2e(with).saturating_sub(e2e(without));
+                Some(extra.as_secs_f64() / tokens as f64)
+            })
+            .collect();
+        per_token.sort_by(f64::total_cmp);
+        let median = *per_token.get(per_token.len() / 2)?;
+        Some(std::time::Duration::from_secs_f64(median))
+    }
+}
+
+fn e2e(r: &Record) -> std::time::Duration {
+    r.timing.t_end.saturating_duration_since(r.timing.t_send)
 }
 
 /// What the online pass found, plus each probe's determinism class (the replay uses it).
@@ -236,6 +264,9 @@ pub struct OnlineResult {
     pub determinism: BTreeMap<String, Determinism>,
     /// The day the server was seen printing in its prompts, when not the suite's.
     pub server_day: Option<chrono::NaiveDate>,
+    /// Where the online chain's time went: the probe pass, each boundary's own probes, each
+    /// check that sends requests.
+    pub steps: Vec<crate::verdict::PhaseTime>,
 }
 
 /// The checkpoint the server's behaviour is compared with.
@@ -371,9 +402,9 @@ impl Online<'_> {
             Err(e) => (None, Some(e.to_string())),
         };
         // Logprobs where a check reads them: the main reply (the fingerprint, the ids behind
-        // usage and the stop set) and the streamed one (the stop set reads its ids when it
-        // alone ran past the terminator). Repeats, another seed and concurrent copies are
-        // judged on their text.
+        // usage and the stop set), and the streamed one only when it differs from the main (the
+        // stop set then reads its ids). Repeats, another seed and concurrent copies are judged
+        // on their text.
         let mut plain = Vec::new();
         for k in 0..self.settings.repeats.max(2) {
             let req = match k {
@@ -387,7 +418,7 @@ impl Online<'_> {
                 .chat(&self.request_text(probe, seed + 1, false))
                 .await,
         );
-        let streamed = Some(self.http.chat(&self.request(probe, seed, true)).await);
+        let streamed = Some(self.streamed(probe, seed, plain.first()).await);
         let req = self.request_text(probe, seed, false);
         let concurrent =
             join_all((0..self.settings.concurrency.max(2)).map(|_| self.http.chat(&req))).await;
@@ -418,6 +449,30 @@ impl Online<'_> {
             streamed,
             concurrent,
             reference,
+        }
+    }
+
+    /// The main request streamed: without logprobs, which cost some stacks dearly
+    /// (llama-cpp-python: 0.3 s a token on a 262k vocabulary), unless it differs from the main
+    /// reply. Only then does a check read its tokens (the stop set, when the stream alone ran
+    /// past the terminator), so it is asked again with them.
+    async fn streamed(
+        &self,
+        probe: &Probe,
+        seed: u64,
+        main: Option<&std::result::Result<Record, CallError>>,
+    ) -> std::result::Result<Record, CallError> {
+        let text = self.http.chat(&self.request_text(probe, seed, true)).await;
+        let same = |r: &Record| {
+            main.and_then(|m| m.as_ref().ok())
+                .is_some_and(|m| m.text == r.text && m.finish_reason == r.finish_reason)
+        };
+        match text {
+            Ok(r) if !same(&r) => match self.http.chat(&self.request(probe, seed, true)).await {
+                Ok(with) => Ok(with),
+                Err(_) => Ok(r),
+            },
+            other => other,
         }
     }
 
@@ -781,4 +836,75 @@ pub struct ResponsesReply {
 pub struct ServerTokens {
     pub add_special: bool,
     pub ids: Vec<(String, Result<Vec<u32>, CallError>)>,
+}
+
+#[cfg(test)]
+mod logprob_cost_tests {
+    use super::*;
+    use crate::exchange::Usage;
+    use std::time::{Duration, Instant};
+
+    /// A reply of `tokens` tokens that took `ms`.
+    fn reply(ms: u64, tokens: u64) -> std::result::Result<Record, CallError> {
+        let mut r = Record::new();
+        let t0 = Instant::now();
+        r.timing.t_send = t0;
+        r.timing.t_end = t0 + Duration::from_millis(ms);
+        r.usage = Some(Usage {
+            completion_tokens: Some(tokens),
+            ..Usage::default()
+        });
+        Ok(r)
+    }
+
+    fn run(with_ms: u64, without_ms: u64) -> ProbeRun {
+        ProbeRun {
+            probe: Probe {
+                id: "p".into(),
+                messages: Vec::new(),
+                tools: None,
+            },
+            local_ids: None,
+            server_day: None,
+            server_ids: None,
+            server_ids_error: None,
+            plain: vec![reply(with_ms, 24), reply(without_ms, 24)],
+            other_seed: None,
+            streamed: None,
+            concurrent: Vec::new(),
+            reference: None,
+        }
+    }
+
+    fn observed(runs: Vec<ProbeRun>) -> Observed {
+        Observed {
+            models: None,
+            health_status: None,
+            props: None,
+            runs,
+            raw_reply: None,
+            sampling: Vec::new(),
+            sampling_prompt: String::new(),
+            text_ids: ServerTokens::default(),
+            framing: None,
+            fields: FieldReplies::default(),
+            responses: None,
+        }
+    }
+
+    #[test]
+    fn the_cost_is_the_median_extra_time_per_token_of_the_reply_with_logprobs() {
+        // llama-cpp-python on Gemma 3's 262k vocabulary: 24 tokens in 10.2 s with logprobs,
+        // 0.8 s without; one probe disturbed by other work on the machine.
+        let obs = observed(vec![run(10_200, 800), run(10_400, 1_000), run(30_000, 900)]);
+        let cost = obs.logprob_cost().unwrap();
+        assert_eq!(cost.as_millis(), 391, "(10400 - 1000) / 24, the median");
+        // Logprobs that cost nothing (vLLM): none, never a negative figure.
+        let free = observed(vec![run(800, 900)]);
+        assert_eq!(free.logprob_cost(), Some(Duration::ZERO));
+        // No repeat to compare with: unknown.
+        let mut lone = run(10_000, 800);
+        lone.plain.truncate(1);
+        assert_eq!(observed(vec![lone]).logprob_cost(), None);
+    }
 }

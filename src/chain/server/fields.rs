@@ -92,10 +92,16 @@ pub async fn gather(
         // Beside the probes' own `max_tokens`, which bounds the reply of a server that ignores
         // the new field (one that reads neither would generate to its context's end). OpenAI's
         // rule, and vLLM's and transformers': `max_completion_tokens` wins.
-        let mut req = online.request(p, seed, false);
+        // Its length is read from usage; logprobs (dear on some stacks: llama-cpp-python sorts
+        // the vocabulary per token) only where the server counts nothing.
+        let mut req = online.request_text(p, seed, false);
         req.extra
             .insert("max_completion_tokens".into(), json!(MAX_COMPLETION));
-        let reply = online.http.chat(&req).await;
+        let mut reply = online.http.chat(&req).await;
+        if reply.as_ref().is_ok_and(|r| completion_tokens(r).is_none()) {
+            req.top_logprobs = online.request(p, seed, false).top_logprobs;
+            reply = online.http.chat(&req).await;
+        }
         if reply.is_err() {
             let mut control = online.request(p, seed, false);
             control.max_tokens = Some(MAX_COMPLETION);

@@ -54,7 +54,8 @@ pub async fn check(online: &Online<'_>, obs: &Observed) -> Vec<Finding> {
     if let Some(s) = served.filter(|s| *s < declared) {
         judged.shorter = Some((s, declared_by_suite.is_some()));
     }
-    match online.http.chat(&request(online, &probe)).await {
+    // Thousands of prompt tokens: its prefill alone outlasts the probes' pace.
+    match online.http.patient().chat(&request(online, &probe)).await {
         Ok(rec) => judged.reply = Some(rec),
         Err(CallError::Status { status, body, .. }) => {
             judged.refused = Some(format!("HTTP {status}: {}", show(&body)))

@@ -101,6 +101,9 @@ impl HttpTarget {
     /// a reply takes longer (pace.rs).
     fn read_wait(&self) -> Duration {
         let o = &self.inner.opts;
+        if self.patient {
+            return o.total_timeout.max(o.read_timeout);
+        }
         self.inner.pace.read_wait(o.read_timeout, o.total_timeout)
     }
 
