@@ -249,7 +249,9 @@ impl Observed {
             })
             .collect();
         per_token.sort_by(f64::total_cmp);
-        let median = *per_token.get(per_token.len() / 2)?;
+        // The lower middle of an even count: a cold server's first reply (a graph built, a
+        // kernel compiled) must not make logprobs look dear on two probes.
+        let median = *per_token.get(per_token.len().saturating_sub(1) / 2)?;
         Some(std::time::Duration::from_secs_f64(median))
     }
 }
@@ -902,6 +904,13 @@ mod logprob_cost_tests {
         // Logprobs that cost nothing (vLLM): none, never a negative figure.
         let free = observed(vec![run(800, 900)]);
         assert_eq!(free.logprob_cost(), Some(Duration::ZERO));
+        // Two probes, the first slowed by a cold start: the cheaper one.
+        let cold = observed(vec![run(4_000, 800), run(1_000, 900)]);
+        assert_eq!(
+            cold.logprob_cost().unwrap().as_millis(),
+            4,
+            "(1000 - 900) / 24"
+        );
         // No repeat to compare with: unknown.
         let mut lone = run(10_000, 800);
         lone.plain.truncate(1);
