@@ -55,7 +55,7 @@ run() {
     burner=
   fi
   echo "$label: exit $rc, $took s"
-  grep -E '^(time:|  [a-z /]+: )' "$out/$label.out" || true
+  grep -E '^(time:|  [a-z][a-z /]*: )' "$out/$label.out" || true
 }
 run update --update
 run gate-1
