@@ -123,8 +123,12 @@ fn a_requantized_copy_of_real_weights_served_under_the_same_name_is_caught_at_th
 /// The real Gemma 3 270M file with its chat template (install-real-weights.sh), or a skip
 /// (which fails under CI).
 fn real_gemma3() -> Option<PathBuf> {
-    let dir = real_models()?;
-    let file = dir.join("gemma-3-270m-it-template.gguf");
+    real_file("gemma-3-270m-it-template.gguf")
+}
+
+/// A file install-real-weights.sh writes, or a skip (which fails under CI).
+fn real_file(name: &str) -> Option<PathBuf> {
+    let file = real_models()?.join(name);
     if file.is_file() {
         return Some(file);
     }
@@ -276,13 +280,5 @@ async fn drift(theirs_url: &str, ours_url: &str, prompts: &[(&str, u32)]) -> Sum
 /// The templated Gemma 3 file requantized to Q4_0 (install-real-weights.sh), or a skip (which
 /// fails under CI).
 fn real_gemma3_q4_0() -> Option<PathBuf> {
-    let file = real_models()?.join("gemma-3-270m-it-q4_0.gguf");
-    if file.is_file() {
-        return Some(file);
-    }
-    crate::common::skip::skip(&format!(
-        "no {} (run scripts/models/install-real-weights.sh; .ci/run does)",
-        file.display()
-    ));
-    None
+    real_file("gemma-3-270m-it-q4_0.gguf")
 }

@@ -917,30 +917,47 @@ async fn overloaded_answers_open_the_breaker_and_show_retry_after() {
     assert!(errors[4].unreachable(), "{:?}", errors[4]);
 }
 
+/// A non-streamed "Hi." reply.
+fn hi_reply() -> Value {
+    json!({"id": "x", "object": "chat.completion", "model": "tiny-chat",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi."}, "finish_reason": "stop"}]})
+}
+
+/// A server on a free port that answers its first connection with [`hi_reply`] at once, and
+/// every later one with `later`'s steps, after `delay` when given: its URL.
+async fn answers_first_then(later: fn() -> Vec<Step>, delay: Option<Duration>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let mut n = 0;
+        while let Ok((sock, _)) = listener.accept().await {
+            n += 1;
+            let first = n == 1;
+            tokio::spawn(async move {
+                let steps = match first {
+                    true => vec![json_response("200 OK", &hi_reply())],
+                    false => {
+                        if let Some(d) = delay {
+                            tokio::time::sleep(d).await;
+                        }
+                        later()
+                    }
+                };
+                let log = Arc::new(Mutex::new(Vec::new()));
+                let _ = answer(sock, &steps, &log).await;
+            });
+        }
+    });
+    url
+}
+
 /// A server that answered, then falls silent: three replies in a row past its own pace open
 /// the breaker, and the breaker says the server slowed down (a latency failure, exit 1), not
 /// that it is gone (exit 3): it was answering a moment ago. A server that never answered is
 /// unreachable (`a_silent_server_times_out_on_read`).
 #[tokio::test]
 async fn a_server_that_answered_then_stalls_opens_the_breaker_as_slow() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let reply = json!({"id": "x", "object": "chat.completion", "model": "tiny-chat",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi."}, "finish_reason": "stop"}]});
-    tokio::spawn(async move {
-        let mut n = 0;
-        while let Ok((sock, _)) = listener.accept().await {
-            n += 1;
-            let steps = match n {
-                1 => vec![json_response("200 OK", &reply)],
-                _ => vec![Step::Hang],
-            };
-            let log = Arc::new(Mutex::new(Vec::new()));
-            tokio::spawn(async move {
-                let _ = answer(sock, &steps, &log).await;
-            });
-        }
-    });
+    let url = answers_first_then(|| vec![Step::Hang], None).await;
     let t = HttpTarget::new(HttpOptions {
         read_timeout: Duration::from_millis(300),
         total_timeout: Duration::from_secs(20),
@@ -964,25 +981,12 @@ async fn a_server_that_answered_then_stalls_opens_the_breaker_as_slow() {
 /// pace for the others.
 #[tokio::test]
 async fn a_patient_request_waits_past_the_pace_up_to_the_total_timeout() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let reply = json!({"id": "x", "object": "chat.completion", "model": "tiny-chat",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi."}, "finish_reason": "stop"}]});
-    tokio::spawn(async move {
-        let mut n = 0;
-        while let Ok((sock, _)) = listener.accept().await {
-            n += 1;
-            let reply = reply.clone();
-            tokio::spawn(async move {
-                // The first reply at once; every later one after 1.2 s (a long prefill).
-                if n > 1 {
-                    tokio::time::sleep(Duration::from_millis(1200)).await;
-                }
-                let log = Arc::new(Mutex::new(Vec::new()));
-                let _ = answer(sock, &[json_response("200 OK", &reply)], &log).await;
-            });
-        }
-    });
+    // The first reply at once; every later one after 1.2 s (a long prefill).
+    let url = answers_first_then(
+        || vec![json_response("200 OK", &hi_reply())],
+        Some(Duration::from_millis(1200)),
+    )
+    .await;
     // (The wait for the headers is connect + read: a loopback connect is instant.)
     let t = HttpTarget::new(HttpOptions {
         read_timeout: Duration::from_millis(300),
