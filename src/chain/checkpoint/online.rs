@@ -4,7 +4,7 @@
 use crate::chain::checkpoint::drift::{Gap, Summary, Tolerance};
 use crate::chain::checkpoint::long_reply;
 use crate::chain::run::probes::{
-    first_reply_ids, Determinism, Judge, JudgeFn, Observed, Online, Reference,
+    first_reply_ids, Determinism, Judge, JudgeFn, Observed, Online, ProbeRun, Reference,
 };
 use crate::chain::run::recording::{RecordedProbe, Recording};
 use crate::endpoint::Scored;
@@ -159,6 +159,16 @@ pub(super) async fn reply_ids(online: &Online<'_>, main: &Record) -> Option<Vec<
     }
 }
 
+/// A probe whose generated ids are unconfirmed, and why: its main reply was asked without
+/// logprobs (the probe pass's budget for them was spent), or the server reported neither ids
+/// nor logprob tokens the vocabulary confirms.
+fn ids_unconfirmed(run: &ProbeRun) -> String {
+    match &run.without_logprobs {
+        Some(why) => format!("{} (asked without logprobs: {why})", run.probe.id),
+        None => format!("{} (generated ids unconfirmed)", run.probe.id),
+    }
+}
+
 /// A reference that teacher-forces: the checkpoint in-process, or a reference server.
 #[derive(Clone, Copy)]
 pub(super) enum Forcer<'a> {
@@ -221,9 +231,7 @@ async fn teacher_forced(online: &Online<'_>, obs: &Observed, reference: Forcer<'
             continue;
         };
         let Some(ids) = reply_ids(online, main).await else {
-            // The server reported neither ids nor logprob tokens the vocabulary confirms.
-            t.inconclusive
-                .push(format!("{} (generated ids unconfirmed)", run.probe.id));
+            t.inconclusive.push(ids_unconfirmed(run));
             continue;
         };
         let ids: Vec<u32> = ids.into_iter().take(FINGERPRINT_TOKENS).collect();
@@ -284,6 +292,9 @@ async fn teacher_forced(online: &Online<'_>, obs: &Observed, reference: Forcer<'
         f = with_long_reply(f, &long);
     }
     f = f.with("reference", shown);
+    if !t.inconclusive.is_empty() {
+        f = f.with("not compared", t.inconclusive.join("; "));
+    }
     t.described(f, &tol)
 }
 
@@ -334,8 +345,7 @@ async fn against_recording(online: &Online<'_>, obs: &Observed, rec: &Recording)
             continue;
         }
         let Some(ids) = reply_ids(online, main).await else {
-            t.inconclusive
-                .push(format!("{id} (generated ids unconfirmed)"));
+            t.inconclusive.push(ids_unconfirmed(run));
             continue;
         };
         t.compared += 1;
@@ -411,8 +421,7 @@ async fn greedy_only(
             None => local(&reference.text),
         };
         let (Some(ids), Some(want)) = (reply_ids(online, main).await, want) else {
-            t.inconclusive
-                .push(format!("{id} (generated ids unconfirmed)"));
+            t.inconclusive.push(ids_unconfirmed(run));
             continue;
         };
         t.compared += 1;

@@ -115,6 +115,9 @@ pub struct ProbeRun {
     pub concurrent: Vec<std::result::Result<Record, CallError>>,
     /// The reference checkpoint's greedy reply, run locally on the same chat.
     pub reference: Option<Record>,
+    /// Why the main reply was asked without logprobs, when it was: the probe pass's logprob
+    /// budget was spent ([`PROBE_LOGPROB_BUDGET`]).
+    pub without_logprobs: Option<String>,
     /// The day the server printed in this prompt when it is not the suite's (a template that
     /// prints the date): `local_ids` are then the render at that day.
     pub server_day: Option<chrono::NaiveDateTime>,
@@ -233,27 +236,68 @@ impl Observed {
     /// them) against its repeat (the same greedy reply without them), the median over probes.
     /// None when no probe gave both.
     pub fn logprob_cost(&self) -> Option<std::time::Duration> {
-        let mut per_token: Vec<f64> = self
-            .runs
-            .iter()
-            .filter_map(|run| {
-                let with = run.main()?;
-                let without = run.plain.get(1)?.as_ref().ok()?;
-                let tokens = with
-                    .usage
-                    .and_then(|u| u.completion_tokens)
-                    .or_else(|| with.logprobs.as_ref().map(|l| l.len() as u64))
-                    .filter(|&n| n > 0)?;
-                let extra = e2e(with).saturating_sub(e2e(without));
-                Some(extra.as_secs_f64() / tokens as f64)
-            })
-            .collect();
-        per_token.sort_by(f64::total_cmp);
-        // The lower middle of an even count: a cold server's first reply (a graph built, a
-        // kernel compiled) must not make logprobs look dear on two probes.
-        let median = *per_token.get(per_token.len().saturating_sub(1) / 2)?;
-        Some(std::time::Duration::from_secs_f64(median))
+        logprob_cost(&self.runs)
     }
+}
+
+/// The probes whose main reply always carries logprobs, whatever they cost: the fingerprint
+/// needs at least two, and their cost is measured on them.
+const LOGPROB_PROBES_AT_LEAST: usize = 2;
+
+/// The most the main replies' logprobs may add to the probe pass beyond those probes' (at the
+/// cost measured on them). llama-cpp-python sorts its whole vocabulary in Python for every token
+/// it reports logprobs for: 0.4 s a token on Gemma 3's 262k entries, 10 s a 24-token probe.
+pub const PROBE_LOGPROB_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The time logprobs added to a run's main reply, and its generated tokens: against its first
+/// repeat (the same greedy request without them). None for a main reply asked without them.
+fn logprob_extra(run: &ProbeRun) -> Option<(std::time::Duration, u64)> {
+    if run.without_logprobs.is_some() {
+        return None;
+    }
+    let with = run.main()?;
+    let without = run.plain.get(1)?.as_ref().ok()?;
+    let tokens = with
+        .usage
+        .and_then(|u| u.completion_tokens)
+        .or_else(|| with.logprobs.as_ref().map(|l| l.len() as u64))
+        .filter(|&n| n > 0)?;
+    Some((e2e(with).saturating_sub(e2e(without)), tokens))
+}
+
+/// What logprobs cost the server per generated token over these runs ([`Observed::logprob_cost`]).
+fn logprob_cost(runs: &[ProbeRun]) -> Option<std::time::Duration> {
+    let mut per_token: Vec<f64> = runs
+        .iter()
+        .filter_map(logprob_extra)
+        .map(|(extra, tokens)| extra.as_secs_f64() / tokens as f64)
+        .collect();
+    per_token.sort_by(f64::total_cmp);
+    // The lower middle of an even count: a cold server's first reply (a graph built, a
+    // kernel compiled) must not make logprobs look dear on two probes.
+    let median = *per_token.get(per_token.len().saturating_sub(1) / 2)?;
+    Some(std::time::Duration::from_secs_f64(median))
+}
+
+/// Why the next probe's main reply goes without logprobs, when it does: past the first
+/// [`LOGPROB_PROBES_AT_LEAST`] probes, when what logprobs added to the runs so far plus one
+/// more reply of `max_tokens` at their measured cost exceeds [`PROBE_LOGPROB_BUDGET`].
+fn logprob_budget_spent(runs: &[ProbeRun], max_tokens: u32) -> Option<String> {
+    if runs.len() < LOGPROB_PROBES_AT_LEAST {
+        return None;
+    }
+    let spent: std::time::Duration = runs.iter().filter_map(logprob_extra).map(|(d, _)| d).sum();
+    let cost = logprob_cost(runs)?;
+    let next = cost * max_tokens;
+    (spent + next > PROBE_LOGPROB_BUDGET).then(|| {
+        format!(
+            "logprobs cost this server {} ms a token: the probes before it spent {:.1} s on them, and {} more tokens' worth would pass the {} s the probe pass allows",
+            cost.as_millis(),
+            spent.as_secs_f64(),
+            max_tokens,
+            PROBE_LOGPROB_BUDGET.as_secs()
+        )
+    })
 }
 
 fn e2e(r: &Record) -> std::time::Duration {
@@ -358,7 +402,8 @@ impl Online<'_> {
         };
         let mut runs = Vec::new();
         for probe in probes {
-            runs.push(self.run_probe(probe).await);
+            let without_logprobs = logprob_budget_spent(&runs, self.settings.max_tokens);
+            runs.push(self.run_probe(probe, without_logprobs).await);
         }
         let raw_reply = match probes.first() {
             Some(p) => Some(self.raw_reply(p).await),
@@ -392,7 +437,7 @@ impl Online<'_> {
         })
     }
 
-    async fn run_probe(&self, probe: &Probe) -> ProbeRun {
+    async fn run_probe(&self, probe: &Probe, without_logprobs: Option<String>) -> ProbeRun {
         let seed = self.settings.seed;
         let local_ids = self.local_ids(probe);
         let (server_ids, server_ids_error) = match self
@@ -404,13 +449,13 @@ impl Online<'_> {
             Err(e) => (None, Some(e.to_string())),
         };
         // Logprobs where a check reads them: the main reply (the fingerprint, the ids behind
-        // usage and the stop set), and the streamed one only when it differs from the main (the
-        // stop set then reads its ids). Repeats, another seed and concurrent copies are judged
-        // on their text.
+        // usage and the stop set) while the pass's budget for them lasts, and the streamed one
+        // only when it differs from the main (the stop set then reads its ids). Repeats, another
+        // seed and concurrent copies are judged on their text.
         let mut plain = Vec::new();
         for k in 0..self.settings.repeats.max(2) {
             let req = match k {
-                0 => self.request(probe, seed, false),
+                0 if without_logprobs.is_none() => self.request(probe, seed, false),
                 _ => self.request_text(probe, seed, false),
             };
             plain.push(self.http.chat(&req).await);
@@ -451,6 +496,7 @@ impl Online<'_> {
             streamed,
             concurrent,
             reference,
+            without_logprobs,
         }
     }
 
@@ -840,14 +886,15 @@ pub struct ServerTokens {
     pub ids: Vec<(String, Result<Vec<u32>, CallError>)>,
 }
 
+/// Probe runs built from timings, for the tests of what reads them.
 #[cfg(test)]
-mod logprob_cost_tests {
+pub(crate) mod test_runs {
     use super::*;
     use crate::exchange::Usage;
     use std::time::{Duration, Instant};
 
     /// A reply of `tokens` tokens that took `ms`.
-    fn reply(ms: u64, tokens: u64) -> std::result::Result<Record, CallError> {
+    pub(crate) fn reply(ms: u64, tokens: u64) -> std::result::Result<Record, CallError> {
         let mut r = Record::new();
         let t0 = Instant::now();
         r.timing.t_send = t0;
@@ -859,7 +906,8 @@ mod logprob_cost_tests {
         Ok(r)
     }
 
-    fn run(with_ms: u64, without_ms: u64) -> ProbeRun {
+    /// A probe whose main reply (24 tokens) took `with_ms`, and its repeat `without_ms`.
+    pub(crate) fn run(with_ms: u64, without_ms: u64) -> ProbeRun {
         ProbeRun {
             probe: Probe {
                 id: "p".into(),
@@ -875,10 +923,11 @@ mod logprob_cost_tests {
             streamed: None,
             concurrent: Vec::new(),
             reference: None,
+            without_logprobs: None,
         }
     }
 
-    fn observed(runs: Vec<ProbeRun>) -> Observed {
+    pub(crate) fn observed(runs: Vec<ProbeRun>) -> Observed {
         Observed {
             models: None,
             health_status: None,
@@ -893,6 +942,13 @@ mod logprob_cost_tests {
             responses: None,
         }
     }
+}
+
+#[cfg(test)]
+mod logprob_cost_tests {
+    use super::test_runs::{observed, run};
+    use super::*;
+    use std::time::Duration;
 
     #[test]
     fn the_cost_is_the_median_extra_time_per_token_of_the_reply_with_logprobs() {
@@ -915,5 +971,29 @@ mod logprob_cost_tests {
         let mut lone = run(10_000, 800);
         lone.plain.truncate(1);
         assert_eq!(observed(vec![lone]).logprob_cost(), None);
+        // A main reply asked without logprobs tells nothing of their cost.
+        let mut text_only = run(800, 900);
+        text_only.without_logprobs = Some("budget".into());
+        let obs = observed(vec![run(10_200, 800), text_only]);
+        assert_eq!(obs.logprob_cost().unwrap().as_millis(), 391);
+    }
+
+    #[test]
+    fn later_probes_go_without_logprobs_once_they_would_pass_the_budget() {
+        // Gemma 3 on llama-cpp-python: 9.4 s of logprobs a probe. The first two probes carry
+        // them whatever they cost; a third would bring them to 28 s.
+        let dear = [run(10_200, 800), run(10_400, 1_000)];
+        assert_eq!(logprob_budget_spent(&dear[..1], 24), None);
+        let why = logprob_budget_spent(&dear, 24).expect("over the budget");
+        assert!(
+            why.starts_with("logprobs cost this server 391 ms a token: the probes before it spent 18.8 s on them"),
+            "{why}"
+        );
+        // A 49k vocabulary on the same stack: 1.7 s a probe, four probes fit in 10 s.
+        let cheap: Vec<ProbeRun> = (0..3).map(|_| run(2_500, 800)).collect();
+        assert_eq!(logprob_budget_spent(&cheap, 24), None);
+        // Free logprobs (vLLM) never run out.
+        let free: Vec<ProbeRun> = (0..8).map(|_| run(800, 900)).collect();
+        assert_eq!(logprob_budget_spent(&free, 24), None);
     }
 }

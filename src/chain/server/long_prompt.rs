@@ -18,6 +18,13 @@ use crate::verdict::{Finding, Severity};
 /// The longest prompt sent unless the suite declares its context (`[server]
 /// long_prompt_tokens`): past Ollama's 2,048-token default, and cheap on a CPU reference.
 pub const DEFAULT_CAP: usize = 4096;
+/// The default length on a slow server: still past Ollama's 2,048-token default.
+const PACED_FLOOR: usize = 2560;
+/// The most the whole default length may take, estimated from the server's time over the floor,
+/// for it to be sent after the floor: a prefill is quadratic-ish in the prompt and cannot be
+/// cut short, and on a CPU server (llama-cpp-python on Gemma 3 270M: 4,064 tokens in 50 s)
+/// it was a third of a gate.
+const PREFILL_BUDGET_S: f64 = 15.0;
 /// The reply's budget: enough for the code.
 const REPLY: u32 = 16;
 /// Room left for the server's own tokens around the template's (a BOS, a default system prompt).
@@ -42,31 +49,87 @@ pub async fn check(online: &Online<'_>, obs: &Observed) -> Vec<Finding> {
     };
     let served = obs.served_context();
     let limit = served.map_or(declared, |s| s.min(declared));
+    let sizes = Sizes {
+        declared,
+        shorter: served
+            .filter(|s| *s < declared)
+            .map(|s| (s, declared_by_suite.is_some())),
+    };
+    // A default length past the floor is tried at the floor first: how long the server took
+    // over it says whether the whole length is worth its prefill (`PREFILL_BUDGET_S`).
+    let first = match declared_by_suite {
+        None if limit > PACED_FLOOR => PACED_FLOOR,
+        _ => limit,
+    };
+    let mut judged = match send(online, obs, first, &sizes).await {
+        Ok(j) => j,
+        Err(f) => return vec![f],
+    };
+    if first < limit && judged.whole() {
+        match whole_length(judged.took(), judged.rendered, limit) {
+            Ok(()) => {
+                judged = match send(online, obs, limit, &sizes).await {
+                    Ok(j) => j,
+                    Err(f) => return vec![f],
+                }
+            }
+            Err(why) => judged.paced = Some(why),
+        }
+    }
+    if judged.reply.is_some() {
+        judged.control = control(online).await;
+    }
+    vec![judged.finding()]
+}
+
+/// Whether the whole default length of `limit` tokens is worth sending after the server took
+/// `took` over a prompt of `rendered`: Err with why not when its prefill, estimated linearly
+/// (short of a real one, which grows faster), would take more than `PREFILL_BUDGET_S`.
+fn whole_length(took: std::time::Duration, rendered: usize, limit: usize) -> Result<(), String> {
+    let took = took.as_secs_f64();
+    let estimate = took * limit as f64 / rendered.max(1) as f64;
+    if estimate <= PREFILL_BUDGET_S {
+        return Ok(());
+    }
+    Err(format!(
+        "sent at {rendered} tokens, not {limit}: this server took {took:.1} s over them, so {limit} would take ~{estimate:.0} s (over {PREFILL_BUDGET_S:.0} s); a context between the two is not seen, and [server] long_prompt_tokens = {limit} sends the whole length"
+    ))
+}
+
+/// The declared context and the server's own when shorter (whether the suite declared it).
+struct Sizes {
+    declared: usize,
+    shorter: Option<(usize, bool)>,
+}
+
+/// The long prompt rendered within `limit` tokens, sent and judged (all but the control);
+/// Err: the finding that says why nothing could be judged.
+async fn send(
+    online: &Online<'_>,
+    obs: &Observed,
+    limit: usize,
+    sizes: &Sizes,
+) -> Result<Judged, Finding> {
     let Some((probe, rendered)) = long_probe(online, limit.saturating_sub(REPLY as usize + SLACK))
     else {
-        return vec![info("the serving template does not render the long prompt")];
+        return Err(info("the serving template does not render the long prompt"));
     };
     let mut judged = Judged {
         rendered,
-        declared,
+        declared: sizes.declared,
+        shorter: sizes.shorter,
         ..Judged::default()
     };
-    if let Some(s) = served.filter(|s| *s < declared) {
-        judged.shorter = Some((s, declared_by_suite.is_some()));
-    }
     // Thousands of prompt tokens: its prefill alone outlasts the probes' pace.
     match online.http.patient().chat(&request(online, &probe)).await {
         Ok(rec) => judged.reply = Some(rec),
         Err(CallError::Status { status, body, .. }) => {
             judged.refused = Some(format!("HTTP {status}: {}", show(&body)))
         }
-        Err(e) => return vec![info(&format!("the long prompt got no reply: {e}"))],
+        Err(e) => return Err(info(&format!("the long prompt got no reply: {e}"))),
     }
-    if judged.reply.is_some() {
-        judged.offset = count_offset(online, obs);
-        judged.control = control(online).await;
-    }
-    vec![judged.finding()]
+    judged.offset = count_offset(online, obs);
+    Ok(judged)
 }
 
 fn info(why: &str) -> Finding {
@@ -167,9 +230,40 @@ struct Judged {
     offset: i64,
     /// Whether the model recalls the code from a short prompt.
     control: Option<bool>,
+    /// Why the prompt was sent shorter than the default length, when it was.
+    paced: Option<String>,
+}
+
+fn counted(rec: &Record) -> Option<i64> {
+    rec.usage.and_then(|u| u.prompt_tokens).map(|n| n as i64)
 }
 
 impl Judged {
+    /// The prompt tokens the server should count: the template's, and its usual offset.
+    fn expected(&self) -> i64 {
+        self.rendered as i64 + self.offset
+    }
+
+    /// The server counts fewer prompt tokens than the template renders. A cut drops a share of
+    /// the prompt; a tokenizer that splits the filler otherwise moves the count by a few tokens
+    /// (template.prompt-tokens names that).
+    fn cut(&self, rec: &Record) -> bool {
+        let margin = (self.rendered as i64 / 20).max(8);
+        counted(rec).is_some_and(|n| n + margin < self.expected())
+    }
+
+    /// The server answered the prompt and counted it whole.
+    fn whole(&self) -> bool {
+        self.refused.is_none() && self.reply.as_ref().is_some_and(|r| !self.cut(r))
+    }
+
+    /// How long the server took over the prompt.
+    fn took(&self) -> std::time::Duration {
+        self.reply.as_ref().map_or(std::time::Duration::ZERO, |r| {
+            r.timing.t_end.saturating_duration_since(r.timing.t_send)
+        })
+    }
+
     fn finding(&self) -> Finding {
         let mut f = self.verdict();
         f = f.with(
@@ -181,6 +275,9 @@ impl Judged {
         );
         if let Some((served, _)) = self.shorter {
             f = f.with("served context", served.to_string());
+        }
+        if let Some(why) = &self.paced {
+            f = f.with("length", why);
         }
         if let Some(rec) = &self.reply {
             f = f.with("reply", show(&rec.text));
@@ -203,12 +300,9 @@ impl Judged {
         let Some(rec) = &self.reply else {
             return info("the long prompt got no reply");
         };
-        let expected = self.rendered as i64 + self.offset;
-        let counted = rec.usage.and_then(|u| u.prompt_tokens).map(|n| n as i64);
-        // A cut drops a share of the prompt; a tokenizer that splits the filler otherwise
-        // moves the count by a few tokens (template.prompt-tokens names that).
-        let margin = (self.rendered as i64 / 20).max(8);
-        if let Some(n) = counted.filter(|n| n + margin < expected) {
+        let expected = self.expected();
+        let counted = counted(rec);
+        if let Some(n) = counted.filter(|_| self.cut(rec)) {
             return Finding::new(
                 checks::SERVER_LONG_PROMPT,
                 Severity::Error,
@@ -260,5 +354,27 @@ impl Judged {
             checks::SERVER_LONG_PROMPT,
             format!("a {}-token prompt is {counted}{recalled}", self.rendered),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_whole_default_length_follows_only_a_floor_the_server_took_quickly() {
+        // llama-cpp-python on Gemma 3 270M with one core busy: 4,064 tokens took 50 s, so the
+        // floor's ~2,536 take about 28 s and the whole length is not sent.
+        let why = whole_length(Duration::from_secs(28), 2536, 4096).unwrap_err();
+        assert_eq!(why, "sent at 2536 tokens, not 4096: this server took 28.0 s over them, so 4096 would take ~45 s (over 15 s); a context between the two is not seen, and [server] long_prompt_tokens = 4096 sends the whole length");
+        // A GPU server's prefill of the floor in 0.3 s: the whole length follows.
+        assert_eq!(whole_length(Duration::from_millis(300), 2536, 4096), Ok(()));
+        // At the line: 9.2 s for the floor is 14.9 s for 4,096, 9.4 s is 15.2.
+        assert_eq!(
+            whole_length(Duration::from_millis(9_200), 2536, 4096),
+            Ok(())
+        );
+        assert!(whole_length(Duration::from_millis(9_400), 2536, 4096).is_err());
     }
 }
