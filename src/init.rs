@@ -572,6 +572,44 @@ mod reference_tests {
         out
     }
 
+    /// A copy of tiny-chat's GGUF whose `blk.0.attn_q.weight` (64 × 64, F32) is declared IQ4_NL
+    /// (ggml type 20, an i-quant candle cannot read): its data is smaller than the F32 bytes it
+    /// points at, so the header stays consistent.
+    fn with_iq4_nl_tensor(dir: &Path) -> PathBuf {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/tiny-chat/model.gguf");
+        let mut bytes = std::fs::read(src).unwrap();
+        let name = b"blk.0.attn_q.weight";
+        let at = bytes.windows(name.len()).position(|w| w == name).unwrap() + name.len();
+        // n_dims (u32) 2, two u64 dims, then the type (u32).
+        assert_eq!(&bytes[at..at + 4], &2u32.to_le_bytes());
+        let ty = at + 4 + 16;
+        assert_eq!(&bytes[ty..ty + 4], &0u32.to_le_bytes(), "F32");
+        bytes[ty..ty + 4].copy_from_slice(&20u32.to_le_bytes());
+        let out = dir.join("model.gguf");
+        std::fs::write(&out, bytes).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_gguf_in_a_quantization_candle_cannot_read_gets_no_in_process_reference() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = with_iq4_nl_tensor(tmp.path());
+        let model = ModelDir::open(&path).unwrap();
+        let text = reference_section(&model, "../model.gguf");
+        assert!(text.contains("\n# model = \"../model.gguf\"\n"), "{text}");
+        assert!(
+            text.contains("1 of its 21 tensors are in types candle cannot read (1 IQ4_NL)"),
+            "{text}"
+        );
+        // The gate, given it anyway, names the type before candle tries to open the file
+        // (which it cannot: "unknown dtype for tensor 20").
+        let err = match crate::endpoint::candle::CandleModel::load(&path) {
+            Ok(_) => panic!("an IQ4_NL tensor loaded"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("(1 IQ4_NL)"), "{err}");
+    }
+
     #[test]
     fn the_reference_init_writes_is_one_the_gate_can_load_or_says_why_not() {
         let tmp = tempfile::tempdir().unwrap();

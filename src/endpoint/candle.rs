@@ -46,8 +46,45 @@ pub const GGUF_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "gemma2", "
 /// The config.json `model_type`s the candle target runs.
 pub const HF_MODEL_TYPES: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2"];
 
+/// The ggml tensor types candle 0.11.1 reads (`GgmlDType::from_u32`): F32, F16, Q4_0, Q4_1,
+/// Q5_0, Q5_1, Q8_0, Q8_1, the K-quants and BF16. Not the i-quants (IQ4_XS, IQ3_M, … of
+/// imatrix quantizations), the ternary TQ types, the repacked Q4_0_4_4 family or MXFP4
+/// (gpt-oss): a file with any of those cannot be opened at all.
+const GGUF_TENSOR_TYPES: &[u32] = &[0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 30];
+
+/// Whether the candle target can run this GGUF, from its header: Err says why not (its
+/// architecture, or the tensor types candle cannot read, and what it runs).
+pub fn runs_gguf(info: &crate::artifacts::GgufInfo) -> std::result::Result<(), String> {
+    let arch = info.architecture().unwrap_or_default();
+    if !GGUF_ARCHITECTURES.contains(&arch) {
+        return Err(format!(
+            "general.architecture is \"{arch}\"; the candle target runs {} GGUF files",
+            GGUF_ARCHITECTURES.join(", ")
+        ));
+    }
+    let mut unread: std::collections::BTreeMap<&str, usize> = Default::default();
+    for t in &info.tensors {
+        if !GGUF_TENSOR_TYPES.contains(&t.ggml_type) {
+            *unread.entry(t.type_name.as_str()).or_default() += 1;
+        }
+    }
+    if unread.is_empty() {
+        return Ok(());
+    }
+    let named: Vec<String> = unread
+        .iter()
+        .map(|(name, n)| format!("{n} {name}"))
+        .collect();
+    Err(format!(
+        "{} of its {} tensors are in types candle cannot read ({}); the candle target reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K-quants (Q2_K to Q6_K)",
+        unread.values().sum::<usize>(),
+        info.tensors.len(),
+        named.join(", ")
+    ))
+}
+
 /// Whether the candle target can run `dir`'s weights, read from its headers without loading
-/// them: Err says why not (its architecture, and the ones it runs).
+/// them: Err says why not (its architecture or its GGUF's tensor types, and what it runs).
 pub fn runs(dir: &ModelDir) -> std::result::Result<(), String> {
     // As `CandleModel::load` picks: safetensors first, else the GGUF.
     let safetensors = dir
@@ -56,15 +93,7 @@ pub fn runs(dir: &ModelDir) -> std::result::Result<(), String> {
         .any(|w| w.format == WeightFormat::Safetensors)
         || dir.shard_index.is_some();
     if let Some(info) = dir.gguf.as_ref().filter(|_| !safetensors) {
-        let arch = info.architecture().unwrap_or_default();
-        return if GGUF_ARCHITECTURES.contains(&arch) {
-            Ok(())
-        } else {
-            Err(format!(
-                "general.architecture is \"{arch}\"; the candle target runs {} GGUF files",
-                GGUF_ARCHITECTURES.join(", ")
-            ))
-        };
+        return runs_gguf(info);
     }
     let model_type = dir
         .config

@@ -6,6 +6,11 @@ use candle_core::quantized::GgmlDType;
 
 impl CandleModel {
     pub(super) fn from_gguf(path: &Path, dir: ModelDir) -> Result<CandleModel> {
+        // Read from the header first: candle cannot even open a file with a tensor type it
+        // does not know ("unknown dtype for tensor 23").
+        if let Some(Err(why)) = dir.gguf.as_ref().map(runs_gguf) {
+            return Err(Error::in_file(path, why).hint("use a server target (llama.cpp) for this file, or a reference that runs elsewhere: [reference] url (a deployment that teacher-forces: vLLM, SGLang, TGI, llama-server) or `chatgate lock --fingerprint` where the file runs"));
+        }
         let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let ct = gguf_file::Content::read(&mut file).map_err(|e| {
             Error::in_file(path, format!("cannot read the GGUF: {}", candle_msg(&e)))
