@@ -292,9 +292,6 @@ async fn teacher_forced(online: &Online<'_>, obs: &Observed, reference: Forcer<'
         f = with_long_reply(f, &long);
     }
     f = f.with("reference", shown);
-    if !t.inconclusive.is_empty() {
-        f = f.with("not compared", t.inconclusive.join("; "));
-    }
     t.described(f, &tol)
 }
 
@@ -365,9 +362,6 @@ async fn against_recording(online: &Online<'_>, obs: &Observed, rec: &Recording)
     }
     if let Some(why) = long_reply::not_judged_by(online, "a recorded reference") {
         f = f.with("long reply", why);
-    }
-    if !t.inconclusive.is_empty() {
-        f = f.with("not compared", t.inconclusive.join("; "));
     }
     t.described(f, &tol)
 }
@@ -470,9 +464,6 @@ async fn greedy_only(
     }
     f = f
         .with("how", "greedy replies compared: the reference server's stack cannot teacher-force (vLLM, SGLang, TGI with --enable-prefill-logprobs and llama-server can; or record the reference with `chatgate lock SUITE.toml --fingerprint`)");
-    if !t.inconclusive.is_empty() {
-        f = f.with("not compared", t.inconclusive.join("; "));
-    }
     t.described(f, &tol)
 }
 
@@ -776,8 +767,12 @@ impl Tally {
         }
     }
 
-    /// The measured agreement and the bounds it was judged by, on every verdict.
-    fn described(&self, f: Finding, tol: &Tolerance) -> Finding {
+    /// On every verdict: the probes not compared (and why), the bounds the agreement was judged
+    /// by, and the measured agreement.
+    fn described(&self, mut f: Finding, tol: &Tolerance) -> Finding {
+        if !self.inconclusive.is_empty() {
+            f = f.with("not compared", self.inconclusive.join("; "));
+        }
         let f = f.with("bounds", tol.to_string());
         match Summary::of(&self.gaps) {
             Some(s) => f.with("agreement", s.to_string()),
