@@ -19,6 +19,8 @@ pub mod escape;
 pub mod exchange;
 /// Atomic writes, bounded reads, names that become file names.
 pub mod files;
+/// When the allocator returns freed memory: at once, except while the in-process model runs.
+pub mod allocator;
 /// transformers-exact chat template rendering on minijinja.
 pub mod template;
 

@@ -415,6 +415,7 @@ impl CandleModel {
                 finish_reason: finish,
             });
         }
+        let _reuse = crate::allocator::KeepFreedPages::new();
         self.net.reset();
         let mut logits = self.net.forward(prompt, 0).map_err(fail)?;
         loop {
@@ -489,6 +490,7 @@ impl CandleModel {
             )));
         }
         let weights = &self.weights_path;
+        let _reuse = crate::allocator::KeepFreedPages::new();
         self.net.forward_uncached(ids).map_err(|e| {
             Error::in_file(weights, format!("forward pass failed: {}", candle_msg(&e)))
         })
@@ -512,6 +514,7 @@ impl CandleModel {
         let fail = |e: candle_core::Error| {
             Error::in_file(weights, format!("forward pass failed: {}", candle_msg(&e)))
         };
+        let _reuse = crate::allocator::KeepFreedPages::new();
         self.net.reset();
         let mut out = Vec::with_capacity(continuation.len() + 1);
         out.push(self.net.forward(prompt, 0).map_err(fail)?);

@@ -23,6 +23,7 @@ const FLOORS: &[(&str, u16)] = &[
     ("exchange", 1),
     ("escape", 1),
     ("files", 2),
+    ("allocator", 2),
     ("template", 2),
     // The links at rest: a checkpoint's files, what each stack feeds the model, the suite.
     ("artifacts", 3),
