@@ -18,6 +18,51 @@ const PIPELINE_MIN: u64 = 8 << 20;
 /// Buffers in flight between the reader and the hasher.
 const BUFFERS: usize = 3;
 
+/// Values this process derived from files, by a sha256 of what they were derived from: the few
+/// most recent, for work a run repeats on the same files (a gate opens its model folder several
+/// times). Keyed by content, a file rewritten in place is derived again.
+pub struct ByContent<T>(std::sync::Mutex<Vec<(String, T)>>);
+
+impl<T: Clone> ByContent<T> {
+    /// How many are kept: a process works on one or two models.
+    const KEPT: usize = 4;
+
+    pub const fn new() -> Self {
+        ByContent(std::sync::Mutex::new(Vec::new()))
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, Vec<(String, T)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A copy of what was kept under `sha256`.
+    pub fn get(&self, sha256: &str) -> Option<T> {
+        let entries = self.entries();
+        entries
+            .iter()
+            .find(|(k, _)| k == sha256)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// Keep a copy of `value` under `sha256`, forgetting the oldest when full.
+    pub fn keep(&self, sha256: &str, value: &T) {
+        let mut entries = self.entries();
+        if entries.iter().any(|(k, _)| k == sha256) {
+            return;
+        }
+        if entries.len() >= Self::KEPT {
+            drop(entries.remove(0));
+        }
+        entries.push((sha256.to_string(), value.clone()));
+    }
+}
+
+impl<T: Clone> Default for ByContent<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Lowercase hex sha256 of bytes in memory.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
@@ -189,4 +234,24 @@ pub fn hash_files(weights: &[WeightFile], whole_files: bool) -> Result<WeightsId
     files.sort_by(|a, b| a.name.cmp(&b.name));
     let total = total_hash(&files);
     Ok(WeightsIdentity { files, total })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn by_content_gives_back_what_was_kept_and_forgets_the_oldest_when_full() {
+        let kept: ByContent<u32> = ByContent::new();
+        assert_eq!(kept.get("a"), None);
+        kept.keep("a", &1);
+        kept.keep("a", &99); // the first value under a key stays
+        assert_eq!(kept.get("a"), Some(1));
+        for (i, k) in ["b", "c", "d", "e"].into_iter().enumerate() {
+            kept.keep(k, &(i as u32 + 2));
+        }
+        assert_eq!(kept.get("a"), None, "the oldest of five went");
+        assert_eq!(kept.get("b"), Some(2));
+        assert_eq!(kept.get("e"), Some(5));
+    }
 }

@@ -35,7 +35,7 @@ pub use gguf::{
     GgufTensor,
 };
 pub use gguf_tokenizer::{build as build_gguf_tokenizer, tokenizer_from_gguf, GgufTokenizer};
-pub use hashing::{sha256_file, sha256_hex, total_hash};
+pub use hashing::{sha256_file, sha256_hex, total_hash, ByContent};
 pub use safetensors::{
     read_header as read_safetensors_header, read_index as read_shard_index,
     MAX_HEADER_BYTES as SAFETENSORS_MAX_HEADER_BYTES,

@@ -1,12 +1,11 @@
 //! tokenizer.json, tokenizer_config.json and special_tokens_map.json.
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Mutex;
 
 use serde_json::Value;
 use tokenizers::models::ModelWrapper;
 
-use super::hashing::sha256_hex;
+use super::hashing::{sha256_hex, ByContent};
 use super::json::{read_object, Fields};
 use super::{AddedToken, SpecialTokensMap, TokenizerConfig, TokenizerFile};
 use crate::error::{Error, Result};
@@ -15,7 +14,7 @@ use crate::error::{Error, Result};
 pub fn read_tokenizer_json(path: &Path) -> Result<TokenizerFile> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     let sha256 = sha256_hex(&bytes);
-    if let Some(tokenizer) = parsed_before(&sha256) {
+    if let Some(tokenizer) = PARSED.get(&sha256) {
         return Ok(describe(path, sha256, tokenizer));
     }
     // A plain JSON pass first: its errors carry line and column, the tokenizer's do not.
@@ -30,36 +29,15 @@ pub fn read_tokenizer_json(path: &Path) -> Result<TokenizerFile> {
         )
         .hint("re-save it with a current `tokenizers` (tokenizer.save(\"tokenizer.json\"))")
     })?;
-    remember(&sha256, &tokenizer);
+    PARSED.keep(&sha256, &tokenizer);
     Ok(describe(path, sha256, tokenizer))
 }
 
 /// Tokenizers this process parsed, by the sha256 of their file's bytes. A gate opens the same
 /// model folder several times (its context, the in-process reference, the latency counter), and
 /// parsing a large vocabulary is most of an open: ~0.4 s for Gemma's 256k entries, where a
-/// clone of the parsed one takes a tenth of that. Keyed by content, a file rewritten in place
-/// is parsed again. The few most recent are kept: a process opens one or two tokenizers.
-static PARSED: Mutex<Vec<(String, tokenizers::Tokenizer)>> = Mutex::new(Vec::new());
-const PARSED_KEPT: usize = 4;
-
-fn parsed_before(sha256: &str) -> Option<tokenizers::Tokenizer> {
-    let parsed = PARSED.lock().unwrap_or_else(|e| e.into_inner());
-    parsed
-        .iter()
-        .find(|(sha, _)| sha == sha256)
-        .map(|(_, t)| t.clone())
-}
-
-fn remember(sha256: &str, tokenizer: &tokenizers::Tokenizer) {
-    let mut parsed = PARSED.lock().unwrap_or_else(|e| e.into_inner());
-    if parsed.iter().any(|(sha, _)| sha == sha256) {
-        return;
-    }
-    if parsed.len() >= PARSED_KEPT {
-        parsed.remove(0);
-    }
-    parsed.push((sha256.to_string(), tokenizer.clone()));
-}
+/// clone of the parsed one takes a tenth of that.
+static PARSED: ByContent<tokenizers::Tokenizer> = ByContent::new();
 
 /// Build a [`TokenizerFile`] around a loaded tokenizer.
 pub fn describe(path: &Path, sha256: String, tokenizer: tokenizers::Tokenizer) -> TokenizerFile {
@@ -223,4 +201,41 @@ pub fn read_special_tokens_map(path: &Path) -> Result<SpecialTokensMap> {
         mask_token: f.token("mask_token")?,
         additional_special_tokens: additional,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corpus(model: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/corpus/models")
+            .join(model)
+            .join("tokenizer.json")
+    }
+
+    /// The parse is reused by content, not by path: a tokenizer.json rewritten in place is read
+    /// as what it now holds, and a second read of the same bytes gives the same tokenizer.
+    #[test]
+    fn a_tokenizer_rewritten_in_place_is_parsed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokenizer.json");
+        std::fs::copy(corpus("SmolLM2-135M-Instruct"), &path).unwrap();
+        let first = read_tokenizer_json(&path).unwrap();
+        let again = read_tokenizer_json(&path).unwrap();
+        assert_eq!(again.sha256, first.sha256);
+        assert_eq!(
+            again.tokenizer.get_vocab_size(true),
+            first.tokenizer.get_vocab_size(true)
+        );
+        std::fs::copy(corpus("TinyLlama-1.1B-Chat-v1.0"), &path).unwrap();
+        let other = read_tokenizer_json(&path).unwrap();
+        assert_ne!(other.sha256, first.sha256);
+        assert_eq!(other.model_type, "BPE");
+        assert_ne!(
+            other.tokenizer.get_vocab_size(true),
+            first.tokenizer.get_vocab_size(true),
+            "SmolLM2's 49k vocabulary was kept for TinyLlama's 32k"
+        );
+    }
 }

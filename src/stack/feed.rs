@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokenizers::Tokenizer;
 
-use crate::artifacts::{GgufInfo, ModelDir, TemplateSource};
+use crate::artifacts::{GgufInfo, ModelDir, TemplateSource, TokenizerFile};
 use crate::error::{Error, Result};
 use crate::template::SpecialTokens;
 
@@ -167,7 +167,7 @@ pub(super) fn hf_feed(
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     let (tokenizer, tokenizer_origin) = match stack {
         s if s.transformers_tokenization() && from_json => {
-            match transformers_tokenizer(model, &tok.path)? {
+            match transformers_tokenizer(model, tok)? {
                 Ok((t, origin)) => (t, origin),
                 Err(why) => {
                     notes.push(format!(
@@ -252,14 +252,13 @@ type Predicted = std::result::Result<(Tokenizer, String), String>;
 /// What [`transformers_tokenizer`] predicted in this process, by a hash of every file it reads.
 /// A gate predicts it for each pipeline and each open of the model folder, and each prediction
 /// parses tokenizer.json twice (as JSON, then as the rebuilt tokenizer): a quarter of a gate's
-/// CPU on Gemma's 256k vocabulary. The few most recent are kept.
-static PREDICTED: std::sync::Mutex<Vec<(String, Predicted)>> = std::sync::Mutex::new(Vec::new());
-const PREDICTED_KEPT: usize = 4;
+/// CPU on Gemma's 256k vocabulary.
+static PREDICTED: crate::artifacts::ByContent<Predicted> = crate::artifacts::ByContent::new();
 
-/// The hash of what the prediction reads: tokenizer.json's bytes, tokenizer_config.json,
-/// config.json and special_tokens_map.json.
-fn prediction_key(model: &ModelDir, tokenizer_json: &std::path::Path) -> Option<String> {
-    let mut all = std::fs::read(tokenizer_json).ok()?;
+/// The hash of what the prediction reads: tokenizer.json (its hash, taken when it was read),
+/// tokenizer_config.json, config.json and special_tokens_map.json.
+fn prediction_key(model: &ModelDir, tok: &TokenizerFile) -> Option<String> {
+    let mut all = tok.sha256.clone().into_bytes();
     for part in [
         model.tokenizer_config.as_ref().map(|t| t.raw.to_string()),
         model.config.as_ref().map(|c| c.raw.to_string()),
@@ -275,24 +274,14 @@ fn prediction_key(model: &ModelDir, tokenizer_json: &std::path::Path) -> Option<
 }
 
 /// The tokenizer transformers 5 runs, or why it cannot be predicted (Ok(Err)).
-pub(super) fn transformers_tokenizer(
-    model: &ModelDir,
-    tokenizer_json: &std::path::Path,
-) -> Result<Predicted> {
-    let key = prediction_key(model, tokenizer_json);
-    if let Some(key) = &key {
-        let predicted = PREDICTED.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, p)) = predicted.iter().find(|(k, _)| k == key) {
-            return Ok(p.clone());
-        }
+pub(super) fn transformers_tokenizer(model: &ModelDir, tok: &TokenizerFile) -> Result<Predicted> {
+    let key = prediction_key(model, tok);
+    if let Some(p) = key.as_deref().and_then(|k| PREDICTED.get(k)) {
+        return Ok(p);
     }
-    let p = predict_transformers_tokenizer(model, tokenizer_json)?;
+    let p = predict_transformers_tokenizer(model, &tok.path)?;
     if let Some(key) = key {
-        let mut predicted = PREDICTED.lock().unwrap_or_else(|e| e.into_inner());
-        if predicted.len() >= PREDICTED_KEPT {
-            drop(predicted.remove(0));
-        }
-        predicted.push((key, p.clone()));
+        PREDICTED.keep(&key, &p);
     }
     Ok(p)
 }
