@@ -114,6 +114,7 @@ pub mod detok;
 mod gemma3;
 mod gguf;
 mod hyper;
+mod int8_tiles;
 pub mod memory;
 mod net;
 mod safetensors;

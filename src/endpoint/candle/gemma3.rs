@@ -10,10 +10,10 @@
 //! - it precomputes rotary tables for 131,072 positions in every layer: 3.5 GB resident for the
 //!   270M model. Here there are two tables (local and global), sized to the context.
 //!
-//! And it repacks Q5_0 matrices as Q8_0, exactly (below): llama.cpp's Q4_K_M of a model whose
-//! width is not a multiple of 256 (the 270M's 640) stores Q, K, gate and up as Q5_0, for which
-//! candle has no SIMD dot product; the scalar one made decoding three times slower than
-//! llama.cpp's.
+//! Its matrices go through `int8_tiles`: llama.cpp's Q4_K_M of a model whose width is not a
+//! multiple of 256 (the 270M's 640) stores Q, K, gate and up as Q5_0, for which candle has only
+//! a scalar dot product (decoding was three times slower than llama.cpp's), and its Q8_0 and
+//! Q4_0 matrices of that width never reached candle's int8 tiles.
 //!
 //! The rest follows llama.cpp's `llm_build_gemma3` (src/models/gemma3.cpp): embeddings scaled by
 //! √n_embd, per-head RMS norms on Q and K, NEOX rotary (local base `rope.freq_base_swa` or
@@ -23,12 +23,12 @@
 //! is global when `(layer + 1) % 6 == 0` (`attention.sliding_window_pattern` where the file has
 //! one), and a sliding layer lets position i see j when `i - j < sliding_window`
 //! (`is_masked_swa`, standard type).
-use std::borrow::Cow;
-
-use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QStorage, QTensor};
+use candle_core::quantized::{gguf_file, QTensor};
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_transformers::quantized_nn::RmsNorm;
 use candle_transformers::utils::repeat_kv;
+
+use super::int8_tiles::{Linear, MAX_TILED_BYTES};
 
 /// Every sixth layer attends globally (Gemma 3's `sliding_window_pattern`).
 const DEFAULT_GLOBAL_EVERY: usize = 6;
@@ -69,19 +69,19 @@ impl Rope {
 }
 
 struct Layer {
-    q: QMatMul,
-    k: QMatMul,
-    v: QMatMul,
-    o: QMatMul,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
     q_norm: RmsNorm,
     k_norm: RmsNorm,
     attn_norm: RmsNorm,
     post_attn_norm: RmsNorm,
     ffn_norm: RmsNorm,
     post_ffn_norm: RmsNorm,
-    gate: QMatMul,
-    up: QMatMul,
-    down: QMatMul,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
     /// `Some(window)` on a sliding layer.
     window: Option<usize>,
     /// Keys and values of the positions this layer may still look at, and the first one's
@@ -101,7 +101,7 @@ pub struct Gemma3 {
     local: Rope,
     global: Rope,
     norm: RmsNorm,
-    output: QMatMul,
+    output: Linear,
     ctx: usize,
 }
 
@@ -146,7 +146,8 @@ impl Gemma3 {
         let norm = |r: &mut R, name: &str| -> Result<RmsNorm> {
             RmsNorm::from_qtensor(tensor(r, name)?, eps)
         };
-        let matmul = |t: QTensor| QMatMul::from_qtensor(q5_0_as_q8_0(t)?);
+        let mut budget = MAX_TILED_BYTES;
+        let mut matmul = |t: QTensor| Linear::new(t, &mut budget);
         // The embeddings as F16: half the memory of F32 (the 262k × 640 table of the 270M
         // model is 335 MB), widened row by row when looked up.
         let embeddings = tensor(reader, "token_embd.weight")?.dequantize_f16(cpu)?;
@@ -283,48 +284,6 @@ impl Gemma3 {
     }
 }
 
-/// Bytes of one Q5_0 block (f16 scale, 32 high bits, 16 bytes of low nibbles) and of one Q8_0
-/// block (f16 scale, 32 signed bytes): ggml's `block_q5_0` and `block_q8_0`.
-const Q5_0_BLOCK: usize = 22;
-const Q8_0_BLOCK: usize = 34;
-
-/// A Q5_0 tensor as the same numbers in Q8_0, any other tensor as it is. Both formats hold 32
-/// weights per block as `scale × small integer`, and a 5-bit integer (-16..=15) fits in a byte,
-/// so the block keeps its scale and its integers: the weights, and every dot product with a
-/// Q8_0-quantized activation (what both formats are multiplied with), are unchanged. Only the
-/// kernel differs: candle's Q8_0 one uses AVX2, its Q5_0 one is scalar.
-fn q5_0_as_q8_0(t: QTensor) -> Result<QTensor> {
-    if t.dtype() != GgmlDType::Q5_0 {
-        return Ok(t);
-    }
-    let shape = t.shape().clone();
-    let q8 = q5_0_bytes_as_q8_0(&t.data()?);
-    let storage = QStorage::from_data(Cow::Owned(q8), &Device::Cpu, GgmlDType::Q8_0)?;
-    QTensor::new(storage, shape)
-}
-
-/// ggml's `dequantize_row_q5_0`, kept in integers: element j of a block is the low nibble of
-/// byte j (j < 16) or the high nibble of byte j - 16, with bit j of `qh` as its fifth bit, minus 16.
-fn q5_0_bytes_as_q8_0(q5: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(q5.len() / Q5_0_BLOCK * Q8_0_BLOCK);
-    for block in q5.chunks_exact(Q5_0_BLOCK) {
-        let (scale, rest) = block.split_at(2);
-        let (qh, qs) = rest.split_at(4);
-        let qh = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
-        out.extend_from_slice(scale);
-        for j in 0..32 {
-            let low = if j < 16 {
-                qs[j] & 0x0F
-            } else {
-                qs[j - 16] >> 4
-            };
-            let high = (((qh >> j) & 1) as u8) << 4;
-            out.push(((low | high) as i8 - 16) as u8);
-        }
-    }
-    out
-}
-
 /// The additive mask for queries at `pos..pos + seq` over keys at `first..first + kv_len`: 0
 /// where the query may look (causal, and within `window` on a sliding layer), -∞ elsewhere;
 /// None when nothing is masked (one query that sees every key kept).
@@ -397,46 +356,5 @@ mod tests {
         let row = &visible(&m, 1, 9)[0];
         assert_eq!(row.iter().filter(|v| **v).count(), 4);
         assert!(row[5..].iter().all(|v| *v));
-    }
-
-    #[test]
-    fn a_q5_0_block_becomes_the_same_numbers_in_q8_0() {
-        // Weights -16..=15 twice: every 5-bit value, each in a low and a high nibble slot.
-        let values: Vec<i8> = (0..32).map(|j| j as i8 - 16).collect();
-        let scale = [0x00u8, 0x38]; // 0.5 as an IEEE half, little-endian
-        let mut qh = 0u32;
-        let mut qs = [0u8; 16];
-        for (j, v) in values.iter().enumerate() {
-            let u = (*v + 16) as u8;
-            qh |= u32::from((u >> 4) & 1) << j;
-            if j < 16 {
-                qs[j] |= u & 0x0F;
-            } else {
-                qs[j - 16] |= (u & 0x0F) << 4;
-            }
-        }
-        let mut block = scale.to_vec();
-        block.extend_from_slice(&qh.to_le_bytes());
-        block.extend_from_slice(&qs);
-        let q5 = QTensor::new(
-            QStorage::from_data(Cow::Owned(block.clone()), &Device::Cpu, GgmlDType::Q5_0).unwrap(),
-            (1, 32),
-        )
-        .unwrap();
-        let want = q5
-            .dequantize(&Device::Cpu)
-            .unwrap()
-            .to_vec2::<f32>()
-            .unwrap();
-        let q8 = q5_0_as_q8_0(q5).unwrap();
-        assert_eq!(q8.dtype(), GgmlDType::Q8_0);
-        let got = q8
-            .dequantize(&Device::Cpu)
-            .unwrap()
-            .to_vec2::<f32>()
-            .unwrap();
-        assert_eq!(got, want);
-        assert_eq!(want[0][0], -8.0);
-        assert_eq!(want[0][31], 7.5);
     }
 }

@@ -1,0 +1,285 @@
+//! Quantized matrices multiplied through candle's int8 tile kernels where this CPU has them.
+//!
+//! candle 0.11.1 multiplies a quantized matrix one weight row and one input row at a time
+//! (`k_quants::matmul`), except on x86 CPUs with VNNI (AVX512-VNNI or AVX-VNNI), where it repacks
+//! a Q8_0 (or Q4_K) matrix into 16-row tiles once and multiplies with `vpdpbusd`
+//! (`quantized/repack_x86.rs`) — but only when a row's length is a multiple of 256 and the row
+//! count one of 16, and never for Q4_0 or Q5_0. Measured on one thread (1,536 × 576 and × 768
+//! matrices, this machine, AVX512-VNNI): Q4_0 13.7 GOP/s for one input row and 18 for 64; Q8_0
+//! with 576-long rows 16 and 17.5; Q8_0 with 768-long rows, tiled, 94 and 138. Small models'
+//! widths are rarely multiples of 256 (SmolLM2's 576, Gemma 3 270M's 640), so without this their
+//! quantized matrices never reached the tiles: llama.cpp's prefill was 5× faster on them.
+//!
+//! So a Q4_0, Q5_0 or Q8_0 matrix is held as Q8_0 with zero blocks appended to each row up to a
+//! multiple of 256, and its input gets zero columns to match:
+//! - the weights are unchanged: a Q4_0 (−8..=7) or Q5_0 (−16..=15) integer fits a byte, so each
+//!   block keeps its scale and its integers, and a zero block adds nothing to a dot product;
+//! - what changes is how the input is rounded: the tiles quantize it to 8 bits per 256 values
+//!   (ggml's Q8_K, as llama.cpp does for K-quant matrices) where the row-at-a-time kernels, and
+//!   llama.cpp for these types, round it per 32. tests/it/fingerprint_real.rs bounds the effect
+//!   against llama.cpp on the same real file;
+//! - the memory: 34 bytes per 32 weights (Q4_0 holds 18), the padding, and candle's tiles are a
+//!   second copy. `MAX_TILED_BYTES` caps it; matrices past the cap stay as they were.
+//!
+//! Elsewhere (no VNNI, other architectures, `MISTRALRS_FORCE_AVX2=1` which makes candle skip its
+//! Q8_0 tiles) a Q5_0 matrix still becomes Q8_0, unpadded: candle's Q5_0 dot product is scalar,
+//! its Q8_0 one uses AVX2.
+use std::borrow::Cow;
+
+use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
+use candle_core::{Device, Module, Result, Tensor};
+
+/// At most this many bytes of matrices are re-encoded for the tiles (counting candle's second
+/// copy): a 1B Q4_0 model fits, a 7B one keeps most of its matrices as they are.
+pub(crate) const MAX_TILED_BYTES: u64 = 2 << 30;
+
+/// Rows of candle's tiles, and the row length its tile kernels need (`repack_x86::select`).
+const TILE_ROWS: usize = 16;
+const TILE_K: usize = 256;
+
+/// Bytes of one block of 32 weights: ggml's `block_q4_0` (f16 scale, 16 bytes of nibbles),
+/// `block_q5_0` (f16 scale, 32 fifth bits, 16 bytes of nibbles) and `block_q8_0` (f16 scale, 32
+/// signed bytes).
+const Q4_0_BLOCK: usize = 18;
+const Q5_0_BLOCK: usize = 22;
+const Q8_0_BLOCK: usize = 34;
+
+/// A matrix `[rows, k]` applied as `x · Wᵀ`, with `pad` zero columns appended to `x` first.
+pub(crate) struct Linear {
+    matmul: QMatMul,
+    pad: usize,
+}
+
+impl Module for Linear {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        if self.pad == 0 {
+            return self.matmul.forward(x);
+        }
+        let last = x.rank() - 1;
+        self.matmul.forward(&x.pad_with_zeros(last, 0, self.pad)?)
+    }
+}
+
+/// Where a matrix goes: its `(type, rows, k)` and the bytes it would take re-encoded for the
+/// tiles (candle's copy included), or None when it stays as it is.
+pub(crate) fn tiled_bytes(dtype: &str, rows: usize, k: usize) -> Option<u64> {
+    let padded = k.div_ceil(TILE_K) * TILE_K;
+    // Padding past half a row again costs more than the tiles give back on the small matrices
+    // that have such rows (a 64-wide one would be multiplied 4× over).
+    if !cpu_has_int8_tiles()
+        || !matches!(dtype, "Q4_0" | "Q5_0" | "Q8_0")
+        || rows % TILE_ROWS != 0
+        || k % 32 != 0
+        || padded - k > k / 2
+    {
+        return None;
+    }
+    Some((rows * padded / 32 * Q8_0_BLOCK) as u64 * 2)
+}
+
+impl Linear {
+    /// `t` (`[rows, k]`) ready to multiply: through candle's tiles when it fits `budget` (the
+    /// bytes still allowed; what it takes is subtracted), else as it is (Q5_0 as Q8_0).
+    pub(crate) fn new(t: QTensor, budget: &mut u64) -> Result<Linear> {
+        let (rows, k) = t.shape().dims2()?;
+        let name = match t.dtype() {
+            GgmlDType::Q4_0 => "Q4_0",
+            GgmlDType::Q5_0 => "Q5_0",
+            GgmlDType::Q8_0 => "Q8_0",
+            _ => "other",
+        };
+        let tiled = tiled_bytes(name, rows, k).filter(|&b| b <= *budget);
+        let Some(cost) = tiled else {
+            let t = match t.dtype() {
+                GgmlDType::Q5_0 => as_q8_0(&t, rows, k, k)?,
+                _ => t,
+            };
+            return Ok(Linear {
+                matmul: QMatMul::from_qtensor(t)?,
+                pad: 0,
+            });
+        };
+        *budget -= cost;
+        let padded = k.div_ceil(TILE_K) * TILE_K;
+        Ok(Linear {
+            matmul: QMatMul::from_qtensor(as_q8_0(&t, rows, k, padded)?)?,
+            pad: padded - k,
+        })
+    }
+}
+
+/// Whether candle multiplies Q8_0 matrices in int8 tiles on this CPU (its `repack_x86::level`
+/// is not `Avx2`).
+fn cpu_has_int8_tiles() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::env::var("MISTRALRS_FORCE_AVX2").as_deref() == Ok("1") {
+            return false;
+        }
+        let forced_vnni = std::env::var("MISTRALRS_FORCE_AVXVNNI").as_deref() == Ok("1");
+        (is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni"))
+            || ((forced_vnni || is_x86_feature_detected!("avxvnni"))
+                && is_x86_feature_detected!("avx2"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `t` (Q4_0, Q5_0 or Q8_0, `[rows, k]`) as Q8_0 blocks of the same numbers, each row followed
+/// by zero blocks up to `padded` columns.
+fn as_q8_0(t: &QTensor, rows: usize, k: usize, padded: usize) -> Result<QTensor> {
+    let data = t.data()?;
+    let (block, blocks) = (
+        match t.dtype() {
+            GgmlDType::Q4_0 => Q4_0_BLOCK,
+            GgmlDType::Q5_0 => Q5_0_BLOCK,
+            GgmlDType::Q8_0 => Q8_0_BLOCK,
+            other => candle_core::bail!("{other:?} has no Q8_0 form"),
+        },
+        k / 32,
+    );
+    let mut out = Vec::with_capacity(rows * padded / 32 * Q8_0_BLOCK);
+    for row in data.chunks_exact(block * blocks) {
+        for b in row.chunks_exact(block) {
+            push_as_q8_0(t.dtype(), b, &mut out);
+        }
+        out.resize(out.len() + (padded - k) / 32 * Q8_0_BLOCK, 0);
+    }
+    let storage = QStorage::from_data(Cow::Owned(out), &Device::Cpu, GgmlDType::Q8_0)?;
+    QTensor::new(storage, (rows, padded))
+}
+
+/// One block as Q8_0: its f16 scale, then its 32 integers as signed bytes (ggml's
+/// `dequantize_row_q4_0` / `_q5_0`, kept in integers: element j is the low nibble of byte j for
+/// j < 16, else the high nibble of byte j − 16; Q5_0 adds bit j of `qh` as the fifth bit).
+fn push_as_q8_0(dtype: GgmlDType, block: &[u8], out: &mut Vec<u8>) {
+    let (scale, rest) = block.split_at(2);
+    out.extend_from_slice(scale);
+    match dtype {
+        GgmlDType::Q4_0 => {
+            out.extend((0..32).map(|j| (nibble(rest, j) as i8 - 8) as u8));
+        }
+        GgmlDType::Q5_0 => {
+            let (qh, qs) = rest.split_at(4);
+            let qh = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+            out.extend((0..32).map(|j| {
+                let high = (((qh >> j) & 1) as u8) << 4;
+                ((nibble(qs, j) | high) as i8 - 16) as u8
+            }));
+        }
+        _ => out.extend_from_slice(rest),
+    }
+}
+
+fn nibble(qs: &[u8], j: usize) -> u8 {
+    if j < 16 {
+        qs[j] & 0x0F
+    } else {
+        qs[j - 16] >> 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `[rows, k]` matrix of varied weights, quantized to `dtype`.
+    fn quantized(dtype: GgmlDType, rows: usize, k: usize) -> QTensor {
+        let w: Vec<f32> = (0..rows * k)
+            .map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * (1.0 + (i % 13) as f32))
+            .collect();
+        let w = Tensor::from_vec(w, (rows, k), &Device::Cpu).unwrap();
+        QTensor::quantize(&w, dtype).unwrap()
+    }
+
+    #[test]
+    fn q4_0_and_q5_0_blocks_become_the_same_numbers_in_q8_0_with_zero_padding() {
+        for dtype in [GgmlDType::Q4_0, GgmlDType::Q5_0, GgmlDType::Q8_0] {
+            let t = quantized(dtype, 16, 64);
+            let want = t.dequantize(&Device::Cpu).unwrap();
+            let q8 = as_q8_0(&t, 16, 64, 256).unwrap();
+            assert_eq!(q8.dtype(), GgmlDType::Q8_0);
+            let got = q8.dequantize(&Device::Cpu).unwrap();
+            assert_eq!(
+                got.narrow(1, 0, 64).unwrap().to_vec2::<f32>().unwrap(),
+                want.to_vec2::<f32>().unwrap(),
+                "{dtype:?}"
+            );
+            let pad = got.narrow(1, 64, 192).unwrap().abs().unwrap();
+            assert_eq!(pad.sum_all().unwrap().to_scalar::<f32>().unwrap(), 0.0);
+        }
+    }
+
+    #[test]
+    fn a_padded_matrix_multiplies_like_the_original_up_to_input_rounding() {
+        let t = quantized(GgmlDType::Q4_0, 32, 576);
+        let x: Vec<f32> = (0..3 * 576)
+            .map(|i| ((i % 17) as f32 - 8.0) / 8.0)
+            .collect();
+        let x = Tensor::from_vec(x, (1, 3, 576), &Device::Cpu).unwrap();
+        let exact = x
+            .broadcast_matmul(&t.dequantize(&Device::Cpu).unwrap().t().unwrap())
+            .unwrap();
+        let mut budget = MAX_TILED_BYTES;
+        let linear = Linear::new(t, &mut budget).unwrap();
+        let got = linear.forward(&x).unwrap();
+        assert_eq!(got.dims(), &[1, 3, 32]);
+        let err = (got - &exact).unwrap().abs().unwrap().max_all().unwrap();
+        let scale = exact.abs().unwrap().max_all().unwrap();
+        let (err, scale) = (
+            err.to_scalar::<f32>().unwrap(),
+            scale.to_scalar::<f32>().unwrap(),
+        );
+        assert!(err <= scale * 0.02, "max error {err} against {scale}");
+        if cpu_has_int8_tiles() {
+            assert_eq!(linear.pad, 192);
+            assert_eq!(budget, MAX_TILED_BYTES - 2 * (32 * 768 / 32 * 34) as u64);
+        } else {
+            assert_eq!((linear.pad, budget), (0, MAX_TILED_BYTES));
+        }
+    }
+
+    #[test]
+    fn a_matrix_past_the_budget_or_off_the_tile_shape_stays_as_it_is() {
+        let mut none = 0;
+        let kept = Linear::new(quantized(GgmlDType::Q4_0, 16, 576), &mut none).unwrap();
+        assert_eq!(kept.pad, 0);
+        let mut budget = MAX_TILED_BYTES;
+        let odd_rows = Linear::new(quantized(GgmlDType::Q8_0, 8, 64), &mut budget).unwrap();
+        assert_eq!((odd_rows.pad, budget), (0, MAX_TILED_BYTES));
+        assert_eq!(tiled_bytes("Q4_K", 16, 256), None);
+        assert_eq!(tiled_bytes("Q4_0", 12, 256), None);
+        assert_eq!(tiled_bytes("Q8_0", 16, 64), None, "padded 4× over");
+    }
+
+    #[test]
+    fn every_q5_0_value_in_either_nibble_becomes_the_same_q8_0_integer() {
+        // Weights -16..=15: every 5-bit value, each in a low or a high nibble slot.
+        let values: Vec<i8> = (0..32).map(|j| j as i8 - 16).collect();
+        let scale = [0x00u8, 0x38]; // 0.5 as an IEEE half, little-endian
+        let mut qh = 0u32;
+        let mut qs = [0u8; 16];
+        for (j, v) in values.iter().enumerate() {
+            let u = (*v + 16) as u8;
+            qh |= u32::from((u >> 4) & 1) << j;
+            if j < 16 {
+                qs[j] |= u & 0x0F;
+            } else {
+                qs[j - 16] |= (u & 0x0F) << 4;
+            }
+        }
+        let mut block = scale.to_vec();
+        block.extend_from_slice(&qh.to_le_bytes());
+        block.extend_from_slice(&qs);
+        let storage = QStorage::from_data(Cow::Owned(block), &Device::Cpu, GgmlDType::Q5_0);
+        let q5 = QTensor::new(storage.unwrap(), (1, 32)).unwrap();
+        let want = q5.dequantize(&Device::Cpu).unwrap();
+        let want = want.to_vec2::<f32>().unwrap();
+        let q8 = as_q8_0(&q5, 1, 32, 32).unwrap();
+        let got = q8.dequantize(&Device::Cpu).unwrap();
+        assert_eq!(got.to_vec2::<f32>().unwrap(), want);
+        assert_eq!((want[0][0], want[0][31]), (-8.0, 7.5));
+    }
+}
