@@ -4,9 +4,10 @@
 //! (safetensors, sharded too; weights of any float dtype are converted to F32) through
 //! candle-transformers' `llama`, `mistral`, `qwen2`, `qwen3`, `phi3` and `gemma2` modules, and
 //! GGUF files (F32, F16, Q8_0, and candle's other quantizations) of the llama, qwen2 and qwen3
-//! architectures through `quantized_llama`, `quantized_qwen2` and `quantized_qwen3`, and of
-//! gemma3 through this crate's own quantized Gemma 3 (`candle/gemma3.rs`: candle's departs from
-//! the model). candle has
+//! architectures through this crate's own quantized decoder (`candle/llama_family.rs`: candle's
+//! cannot reach its int8 tiles on most small models; a mixture-of-experts llama file goes through
+//! candle's `quantized_llama`), and of gemma3 through this crate's own quantized Gemma 3
+//! (`candle/gemma3.rs`: candle's departs from the model). candle has
 //! no quantized Gemma-2, so a gemma2 GGUF is dequantized into the same `gemma2` module (its
 //! norms back from llama.cpp's `1 + w` to the checkpoint's `w`). (candle's `quantized_phi3`
 //! has no way to empty its KV cache between requests, so a phi3 GGUF runs on llama.cpp only.)
@@ -20,7 +21,7 @@
 //!
 //! Per request the KV cache starts empty: a fresh `llama::Cache` (cloned from a pristine one,
 //! which only shares the rope tables), `clear_kv_cache()` for the other models (the quantized
-//! llama also discards its cache whenever it is called with `index_pos == 0`).
+//! decoders also discard their caches whenever they are called at position 0).
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -30,9 +31,7 @@ use candle_core::quantized::gguf_file;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::{
-    gemma2, llama, mistral, phi3, quantized_llama, quantized_qwen2, quantized_qwen3, qwen2, qwen3,
-};
+use candle_transformers::models::{gemma2, llama, mistral, phi3, quantized_llama, qwen2, qwen3};
 use serde_json::Value;
 use tokenizers::Tokenizer;
 
@@ -110,11 +109,13 @@ pub fn runs(dir: &ModelDir) -> std::result::Result<(), String> {
     }
 }
 
+mod attention;
 pub mod detok;
 mod gemma3;
 mod gguf;
 mod hyper;
 mod int8_tiles;
+mod llama_family;
 pub mod memory;
 mod net;
 mod safetensors;

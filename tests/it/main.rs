@@ -11,6 +11,7 @@ mod catch_matrix;
 mod check_faults;
 mod checks_doc;
 mod client_matrix;
+mod decoder_parity;
 mod example_project;
 mod cli_errors;
 mod family_matrix;

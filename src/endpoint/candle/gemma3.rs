@@ -28,45 +28,13 @@ use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_transformers::quantized_nn::RmsNorm;
 use candle_transformers::utils::repeat_kv;
 
+use super::attention::{attention_mask, Rope};
 use super::int8_tiles::{Linear, MAX_TILED_BYTES};
 
 /// Every sixth layer attends globally (Gemma 3's `sliding_window_pattern`).
 const DEFAULT_GLOBAL_EVERY: usize = 6;
 /// The sliding layers' rotary base when the file does not say (Gemma 3's `rope_local_base_freq`).
 const DEFAULT_LOCAL_ROPE_BASE: f32 = 10_000.0;
-
-/// One rotary table: cos and sin of `position × inv_freq`, `[ctx, head_dim / 2]`.
-struct Rope {
-    cos: Tensor,
-    sin: Tensor,
-}
-
-impl Rope {
-    fn new(head_dim: usize, base: f32, scale: f32, ctx: usize) -> Result<Rope> {
-        let inv: Vec<f32> = (0..head_dim)
-            .step_by(2)
-            .map(|i| 1.0 / base.powf(i as f32 / head_dim as f32) / scale)
-            .collect();
-        let n = inv.len();
-        let inv = Tensor::from_vec(inv, (1, n), &Device::Cpu)?;
-        let pos = Tensor::arange(0u32, ctx as u32, &Device::Cpu)?
-            .to_dtype(DType::F32)?
-            .reshape((ctx, 1))?;
-        let freqs = pos.matmul(&inv)?;
-        Ok(Rope {
-            cos: freqs.cos()?,
-            sin: freqs.sin()?,
-        })
-    }
-
-    /// `x`: `[batch, heads, seq, head_dim]` at positions `pos..pos + seq`.
-    fn apply(&self, x: &Tensor, pos: usize) -> Result<Tensor> {
-        let seq = x.dim(2)?;
-        let cos = self.cos.narrow(0, pos, seq)?;
-        let sin = self.sin.narrow(0, pos, seq)?;
-        candle_nn::rotary_emb::rope(&x.contiguous()?, &cos, &sin)
-    }
-}
 
 struct Layer {
     q: Linear,
@@ -184,8 +152,8 @@ impl Gemma3 {
             head_dim,
             attn_scale,
             layers,
-            local: Rope::new(head_dim, local_base, 1.0, ctx)?,
-            global: Rope::new(head_dim, global_base, global_scale, ctx)?,
+            local: Rope::neox(head_dim, local_base, 1.0, None, ctx)?,
+            global: Rope::neox(head_dim, global_base, global_scale, None, ctx)?,
             norm: norm(reader, "output_norm.weight")?,
             output: matmul(output)?,
             ctx,
@@ -281,80 +249,5 @@ impl Gemma3 {
             .transpose(1, 2)?
             .reshape((b, seq, heads * hd))?;
         self.layers[i].o.forward(&out)
-    }
-}
-
-/// The additive mask for queries at `pos..pos + seq` over keys at `first..first + kv_len`: 0
-/// where the query may look (causal, and within `window` on a sliding layer), -∞ elsewhere;
-/// None when nothing is masked (one query that sees every key kept).
-fn attention_mask(
-    pos: usize,
-    seq: usize,
-    first: usize,
-    kv_len: usize,
-    window: Option<usize>,
-) -> Result<Option<Tensor>> {
-    let visible = |q: usize, k: usize| k <= q && window.is_none_or(|w| q - k < w);
-    let all = (0..seq).all(|i| (0..kv_len).all(|j| visible(pos + i, first + j)));
-    if all {
-        return Ok(None);
-    }
-    let mut m = Vec::with_capacity(seq * kv_len);
-    for i in 0..seq {
-        for j in 0..kv_len {
-            m.push(if visible(pos + i, first + j) {
-                0f32
-            } else {
-                f32::NEG_INFINITY
-            });
-        }
-    }
-    Tensor::from_vec(m, (1, 1, seq, kv_len), &Device::Cpu).map(Some)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn visible(m: &Option<Tensor>, seq: usize, kv: usize) -> Vec<Vec<bool>> {
-        match m {
-            None => vec![vec![true; kv]; seq],
-            Some(t) => t
-                .reshape((seq, kv))
-                .unwrap()
-                .to_vec2::<f32>()
-                .unwrap()
-                .into_iter()
-                .map(|row| row.into_iter().map(|v| v == 0.0).collect())
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn a_prompt_is_causal_and_a_sliding_layer_sees_window_positions_including_its_own() {
-        let m = attention_mask(0, 4, 0, 4, Some(2)).unwrap();
-        assert_eq!(
-            visible(&m, 4, 4),
-            vec![
-                vec![true, false, false, false],
-                vec![true, true, false, false],
-                vec![false, true, true, false],
-                vec![false, false, true, true],
-            ]
-        );
-        let global = attention_mask(0, 3, 0, 3, None).unwrap();
-        assert_eq!(visible(&global, 3, 3)[2], vec![true, true, true]);
-        assert_eq!(visible(&global, 3, 3)[0], vec![true, false, false]);
-    }
-
-    #[test]
-    fn a_decoded_token_sees_its_whole_trimmed_cache() {
-        // Window 4: the cache keeps 3 positions (5, 6, 7); token 8 sees them and itself.
-        assert!(attention_mask(8, 1, 5, 4, Some(4)).unwrap().is_none());
-        // An untrimmed cache of positions 0..=8 is masked down to the window.
-        let m = attention_mask(8, 1, 0, 9, Some(4)).unwrap();
-        let row = &visible(&m, 1, 9)[0];
-        assert_eq!(row.iter().filter(|v| **v).count(), 4);
-        assert!(row[5..].iter().all(|v| *v));
     }
 }

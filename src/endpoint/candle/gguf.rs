@@ -1,8 +1,11 @@
-//! Loading a GGUF: llama-family files through candle's quantized models, Gemma-2 dequantized
-//! into candle's own model (candle has no quantized Gemma-2), Gemma-3 through this crate's own
-//! quantized model (`gemma3.rs` says why not candle's).
+//! Loading a GGUF: llama-family files through this crate's own quantized decoder
+//! (`llama_family.rs` says why not candle's; a mixture of experts through candle's
+//! `quantized_llama`), Gemma-2 dequantized into candle's own model (candle has no quantized
+//! Gemma-2), Gemma-3 through this crate's own quantized model (`gemma3.rs` says why not candle's).
 use super::*;
 use candle_core::quantized::GgmlDType;
+
+use super::llama_family::{self, LlamaFamily};
 
 impl CandleModel {
     pub(super) fn from_gguf(path: &Path, dir: ModelDir) -> Result<CandleModel> {
@@ -144,21 +147,25 @@ impl CandleModel {
                 let cfg = gemma2_gguf_config(&ct, path, &dims)?;
                 Net::Gemma2(gemma2_from_gguf(&ct, &mut file, path, &cfg)?)
             }
-            "qwen2" => Net::GgufQwen2(
-                quantized_qwen2::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu)
-                    .map_err(cannot)?,
-            ),
             "gemma3" => Net::GgufGemma3(Box::new(
                 gemma3::Gemma3::from_gguf(&ct, &mut file, ctx).map_err(cannot)?,
             )),
-            "qwen3" => Net::GgufQwen3(
-                quantized_qwen3::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu)
-                    .map_err(cannot)?,
-            ),
-            _ => Net::Gguf(
+            "llama" if LlamaFamily::is_mixture_of_experts(&ct) => Net::Gguf(
                 quantized_llama::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu)
                     .map_err(cannot)?,
             ),
+            _ => {
+                let shape = llama_family::Shape {
+                    heads: heads as usize,
+                    kv_heads: kv_heads as usize,
+                    blocks: blocks as usize,
+                    head_dim: head_dim as usize,
+                    ctx,
+                };
+                Net::GgufLlamaFamily(Box::new(
+                    LlamaFamily::from_gguf(&ct, &mut file, &arch, shape).map_err(cannot)?,
+                ))
+            }
         };
         Self::assemble(
             dir,

@@ -141,7 +141,16 @@ fn safetensors_tensors(path: &Path) -> Option<Vec<(String, u64)>> {
 fn gguf_estimate(path: &Path) -> Option<Estimate> {
     let info = read_gguf(path).ok()?;
     let dequantize_all = info.architecture() == Some("gemma2");
-    let tiles = info.architecture() == Some("gemma3");
+    // Our own decoders (candle/gemma3.rs, candle/llama_family.rs) re-encode matrices for the
+    // int8 tiles; a mixture-of-experts llama file runs in candle's `quantized_llama`.
+    let moe = info
+        .tensors
+        .iter()
+        .any(|t| t.name == "blk.0.ffn_gate_inp.weight");
+    let tiles = matches!(
+        info.architecture(),
+        Some("gemma3" | "llama" | "qwen2" | "qwen3")
+    ) && !moe;
     let mut tile_budget = super::int8_tiles::MAX_TILED_BYTES;
     // Q4_1 and Q5_1 matrices are widened to F32 (candle/gguf.rs `widen`) when they fit its cap:
     // 4 bytes a weight, held twice while loading.
@@ -153,8 +162,10 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
         .filter(|t| scalar_only(t))
         .map(|t| t.elements().saturating_mul(4))
         .sum();
-    let widens =
-        !dequantize_all && !tiles && widened > 0 && widened <= super::gguf::MAX_WIDENED_BYTES;
+    let widens = !dequantize_all
+        && info.architecture() != Some("gemma3")
+        && widened > 0
+        && widened <= super::gguf::MAX_WIDENED_BYTES;
     let (mut bytes, mut parameters) = (0u64, 0u64);
     let mut kinds = std::collections::BTreeSet::new();
     // Elements per quantized type: the one holding most of them names the reference's kind.
@@ -175,9 +186,9 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
         if t.name == "token_embd.weight" && !float && !dequantize_all {
             bytes = bytes.saturating_add(f32_bytes);
         }
-        // A gemma3 file's Q4_0, Q5_0 and Q8_0 matrices are re-encoded for candle's int8 tiles
+        // Q4_0, Q5_0 and Q8_0 matrices are re-encoded for candle's int8 tiles
         // (candle/int8_tiles.rs) while they fit its cap; the tied output head is one more.
-        if tiles && t.dims.len() == 2 && t.name != "output_norm.weight" {
+        if tiles && t.dims.len() == 2 && !t.name.ends_with("norm.weight") {
             let (k, rows) = (t.dims[0] as usize, t.dims[1] as usize);
             let tied_head = t.name == "token_embd.weight"
                 && !info.tensors.iter().any(|o| o.name == "output.weight");

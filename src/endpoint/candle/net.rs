@@ -16,8 +16,7 @@ pub(super) enum Net {
     Phi3(phi3::Model),
     Gemma2(gemma2::Model),
     Gguf(quantized_llama::ModelWeights),
-    GgufQwen2(quantized_qwen2::ModelWeights),
-    GgufQwen3(quantized_qwen3::ModelWeights),
+    GgufLlamaFamily(Box<super::llama_family::LlamaFamily>),
     GgufGemma3(Box<super::gemma3::Gemma3>),
 }
 
@@ -32,8 +31,7 @@ impl Net {
             Net::Phi3(m) => m.clear_kv_cache(),
             Net::Gemma2(m) => m.clear_kv_cache(),
             Net::Gguf(m) => m.clear_kv_cache(),
-            Net::GgufQwen2(m) => m.clear_kv_cache(),
-            Net::GgufQwen3(m) => m.clear_kv_cache(),
+            Net::GgufLlamaFamily(m) => m.clear_kv_cache(),
             Net::GgufGemma3(m) => m.clear_kv_cache(),
         }
     }
@@ -52,8 +50,7 @@ impl Net {
             Net::Phi3(m) => m.forward(&input, pos)?,
             Net::Gemma2(m) => m.forward(&input, pos)?,
             Net::Gguf(m) => m.forward(&input, pos)?,
-            Net::GgufQwen2(m) => m.forward(&input, pos)?,
-            Net::GgufQwen3(m) => m.forward(&input, pos)?,
+            Net::GgufLlamaFamily(m) => m.forward(&input, pos)?,
             Net::GgufGemma3(m) => m.forward(&input, pos)?,
         };
         logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()

@@ -1,0 +1,153 @@
+//! Attention's shared parts for the quantized decoders chatgate runs itself (`gemma3`,
+//! `llama_family`): rotary tables and the causal (optionally sliding) mask.
+use candle_core::{DType, Device, Result, Tensor};
+
+/// One rotary table: cos and sin of `position × inv_freq`, `[ctx, head_dim / 2]`, and which
+/// pairs it rotates: NEOX pairs element i with i + head_dim/2 (Qwen, Gemma: llama.cpp's
+/// `LLAMA_ROPE_TYPE_NEOX`), NORM pairs 2i with 2i + 1 (Llama, Mistral: how llama.cpp's
+/// converter lays out their Q and K rows).
+pub(super) struct Rope {
+    cos: Tensor,
+    sin: Tensor,
+    interleaved: bool,
+}
+
+impl Rope {
+    /// NEOX rotation, base `base`, positions divided by `scale`, each frequency divided by its
+    /// factor in `factors` where the file has them (Llama 3's `rope_freqs.weight`).
+    pub(super) fn neox(
+        head_dim: usize,
+        base: f32,
+        scale: f32,
+        factors: Option<&[f32]>,
+        ctx: usize,
+    ) -> Result<Rope> {
+        Self::new(head_dim, base, scale, factors, ctx, false)
+    }
+
+    /// NORM (interleaved) rotation; the rest as `neox`.
+    pub(super) fn interleaved(
+        head_dim: usize,
+        base: f32,
+        scale: f32,
+        factors: Option<&[f32]>,
+        ctx: usize,
+    ) -> Result<Rope> {
+        Self::new(head_dim, base, scale, factors, ctx, true)
+    }
+
+    fn new(
+        head_dim: usize,
+        base: f32,
+        scale: f32,
+        factors: Option<&[f32]>,
+        ctx: usize,
+        interleaved: bool,
+    ) -> Result<Rope> {
+        let inv: Vec<f32> = (0..head_dim)
+            .step_by(2)
+            .enumerate()
+            .map(|(n, i)| {
+                let factor = factors.and_then(|f| f.get(n)).copied().unwrap_or(1.0);
+                1.0 / base.powf(i as f32 / head_dim as f32) / scale / factor
+            })
+            .collect();
+        let n = inv.len();
+        let inv = Tensor::from_vec(inv, (1, n), &Device::Cpu)?;
+        let pos = Tensor::arange(0u32, ctx as u32, &Device::Cpu)?
+            .to_dtype(DType::F32)?
+            .reshape((ctx, 1))?;
+        let freqs = pos.matmul(&inv)?;
+        Ok(Rope {
+            cos: freqs.cos()?,
+            sin: freqs.sin()?,
+            interleaved,
+        })
+    }
+
+    /// `x`: `[batch, heads, seq, head_dim]` at positions `pos..pos + seq`.
+    pub(super) fn apply(&self, x: &Tensor, pos: usize) -> Result<Tensor> {
+        let seq = x.dim(2)?;
+        let cos = self.cos.narrow(0, pos, seq)?;
+        let sin = self.sin.narrow(0, pos, seq)?;
+        match self.interleaved {
+            true => candle_nn::rotary_emb::rope_i(&x.contiguous()?, &cos, &sin),
+            false => candle_nn::rotary_emb::rope(&x.contiguous()?, &cos, &sin),
+        }
+    }
+}
+
+/// The additive mask for queries at `pos..pos + seq` over keys at `first..first + kv_len`: 0
+/// where the query may look (causal, and within `window` on a sliding layer), -∞ elsewhere;
+/// None when nothing is masked (one query that sees every key kept).
+pub(super) fn attention_mask(
+    pos: usize,
+    seq: usize,
+    first: usize,
+    kv_len: usize,
+    window: Option<usize>,
+) -> Result<Option<Tensor>> {
+    let visible = |q: usize, k: usize| k <= q && window.is_none_or(|w| q - k < w);
+    let all = (0..seq).all(|i| (0..kv_len).all(|j| visible(pos + i, first + j)));
+    if all {
+        return Ok(None);
+    }
+    let mut m = Vec::with_capacity(seq * kv_len);
+    for i in 0..seq {
+        for j in 0..kv_len {
+            m.push(if visible(pos + i, first + j) {
+                0f32
+            } else {
+                f32::NEG_INFINITY
+            });
+        }
+    }
+    Tensor::from_vec(m, (1, 1, seq, kv_len), &Device::Cpu).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn visible(m: &Option<Tensor>, seq: usize, kv: usize) -> Vec<Vec<bool>> {
+        match m {
+            None => vec![vec![true; kv]; seq],
+            Some(t) => t
+                .reshape((seq, kv))
+                .unwrap()
+                .to_vec2::<f32>()
+                .unwrap()
+                .into_iter()
+                .map(|row| row.into_iter().map(|v| v == 0.0).collect())
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_prompt_is_causal_and_a_sliding_layer_sees_window_positions_including_its_own() {
+        let m = attention_mask(0, 4, 0, 4, Some(2)).unwrap();
+        assert_eq!(
+            visible(&m, 4, 4),
+            vec![
+                vec![true, false, false, false],
+                vec![true, true, false, false],
+                vec![false, true, true, false],
+                vec![false, false, true, true],
+            ]
+        );
+        let global = attention_mask(0, 3, 0, 3, None).unwrap();
+        assert_eq!(visible(&global, 3, 3)[2], vec![true, true, true]);
+        assert_eq!(visible(&global, 3, 3)[0], vec![true, false, false]);
+    }
+
+    #[test]
+    fn a_decoded_token_sees_its_whole_trimmed_cache() {
+        // Window 4: the cache keeps 3 positions (5, 6, 7); token 8 sees them and itself.
+        assert!(attention_mask(8, 1, 5, 4, Some(4)).unwrap().is_none());
+        // An untrimmed cache of positions 0..=8 is masked down to the window.
+        let m = attention_mask(8, 1, 0, 9, Some(4)).unwrap();
+        let row = &visible(&m, 1, 9)[0];
+        assert_eq!(row.iter().filter(|v| **v).count(), 4);
+        assert!(row[5..].iter().all(|v| *v));
+    }
+}
