@@ -1,48 +1,35 @@
 //! Attention's shared parts for the quantized decoders chatgate runs itself (`gemma3`,
 //! `llama_family`): rotary tables and the causal (optionally sliding) mask.
 use candle_core::{DType, Device, Result, Tensor};
+use candle_transformers::utils::repeat_kv;
 
 /// One rotary table: cos and sin of `position × inv_freq`, `[ctx, head_dim / 2]`, and which
-/// pairs it rotates: NEOX pairs element i with i + head_dim/2 (Qwen, Gemma: llama.cpp's
-/// `LLAMA_ROPE_TYPE_NEOX`), NORM pairs 2i with 2i + 1 (Llama, Mistral: how llama.cpp's
-/// converter lays out their Q and K rows).
+/// pairs it rotates.
 pub(super) struct Rope {
     cos: Tensor,
     sin: Tensor,
-    interleaved: bool,
+    pairs: Pairs,
+}
+
+/// Which elements a rotary table rotates together: NEOX pairs element i with i + head_dim/2
+/// (Qwen, Gemma: llama.cpp's `LLAMA_ROPE_TYPE_NEOX`), NORM pairs 2i with 2i + 1 (Llama, Mistral:
+/// how llama.cpp's converter lays out their Q and K rows).
+#[derive(Clone, Copy)]
+pub(super) enum Pairs {
+    Neox,
+    Interleaved,
 }
 
 impl Rope {
-    /// NEOX rotation, base `base`, positions divided by `scale`, each frequency divided by its
-    /// factor in `factors` where the file has them (Llama 3's `rope_freqs.weight`).
-    pub(super) fn neox(
+    /// Base `base`, positions divided by `scale`, each frequency divided by its factor in
+    /// `factors` where the file has them (Llama 3's `rope_freqs.weight`).
+    pub(super) fn new(
+        pairs: Pairs,
         head_dim: usize,
         base: f32,
         scale: f32,
         factors: Option<&[f32]>,
         ctx: usize,
-    ) -> Result<Rope> {
-        Self::new(head_dim, base, scale, factors, ctx, false)
-    }
-
-    /// NORM (interleaved) rotation; the rest as `neox`.
-    pub(super) fn interleaved(
-        head_dim: usize,
-        base: f32,
-        scale: f32,
-        factors: Option<&[f32]>,
-        ctx: usize,
-    ) -> Result<Rope> {
-        Self::new(head_dim, base, scale, factors, ctx, true)
-    }
-
-    fn new(
-        head_dim: usize,
-        base: f32,
-        scale: f32,
-        factors: Option<&[f32]>,
-        ctx: usize,
-        interleaved: bool,
     ) -> Result<Rope> {
         let inv: Vec<f32> = (0..head_dim)
             .step_by(2)
@@ -61,7 +48,7 @@ impl Rope {
         Ok(Rope {
             cos: freqs.cos()?,
             sin: freqs.sin()?,
-            interleaved,
+            pairs,
         })
     }
 
@@ -70,11 +57,41 @@ impl Rope {
         let seq = x.dim(2)?;
         let cos = self.cos.narrow(0, pos, seq)?;
         let sin = self.sin.narrow(0, pos, seq)?;
-        match self.interleaved {
-            true => candle_nn::rotary_emb::rope_i(&x.contiguous()?, &cos, &sin),
-            false => candle_nn::rotary_emb::rope(&x.contiguous()?, &cos, &sin),
+        match self.pairs {
+            Pairs::Interleaved => candle_nn::rotary_emb::rope_i(&x.contiguous()?, &cos, &sin),
+            Pairs::Neox => candle_nn::rotary_emb::rope(&x.contiguous()?, &cos, &sin),
         }
     }
+}
+
+/// Refuses positions past the rotary tables (`ctx`) before any work.
+pub(super) fn check_positions(pos: usize, seq: usize, ctx: usize) -> Result<()> {
+    if pos + seq > ctx {
+        candle_core::bail!("positions up to {} exceed the context {ctx}", pos + seq);
+    }
+    Ok(())
+}
+
+/// Softmax attention of `q` (`[batch, heads, seq, head_dim]`) over `k` and `v` (`[batch,
+/// kv_heads, kv_len, head_dim]`, each key head shared by `heads / kv_heads` query heads),
+/// scores times `scale` plus `mask`; `[batch, seq, heads × head_dim]`.
+pub(super) fn attend(
+    q: &Tensor,
+    k: Tensor,
+    v: Tensor,
+    scale: f64,
+    mask: Option<Tensor>,
+) -> Result<Tensor> {
+    let (b, heads, seq, hd) = q.dims4()?;
+    let groups = heads / k.dim(1)?;
+    let k = repeat_kv(k, groups)?.contiguous()?;
+    let v = repeat_kv(v, groups)?.contiguous()?;
+    let mut w = (q.matmul(&k.t()?)? * scale)?;
+    if let Some(mask) = mask {
+        w = w.broadcast_add(&mask)?;
+    }
+    let w = candle_nn::ops::softmax_last_dim(&w)?;
+    w.matmul(&v)?.transpose(1, 2)?.reshape((b, seq, heads * hd))
 }
 
 /// The additive mask for queries at `pos..pos + seq` over keys at `first..first + kv_len`: 0

@@ -26,9 +26,8 @@
 use candle_core::quantized::{gguf_file, QTensor};
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_transformers::quantized_nn::RmsNorm;
-use candle_transformers::utils::repeat_kv;
 
-use super::attention::{attention_mask, Rope};
+use super::attention::{attend, attention_mask, check_positions, Pairs, Rope};
 use super::int8_tiles::{Linear, MAX_TILED_BYTES};
 
 /// Every sixth layer attends globally (Gemma 3's `sliding_window_pattern`).
@@ -152,8 +151,8 @@ impl Gemma3 {
             head_dim,
             attn_scale,
             layers,
-            local: Rope::neox(head_dim, local_base, 1.0, None, ctx)?,
-            global: Rope::neox(head_dim, global_base, global_scale, None, ctx)?,
+            local: Rope::new(Pairs::Neox, head_dim, local_base, 1.0, None, ctx)?,
+            global: Rope::new(Pairs::Neox, head_dim, global_base, global_scale, None, ctx)?,
             norm: norm(reader, "output_norm.weight")?,
             output: matmul(output)?,
             ctx,
@@ -169,13 +168,7 @@ impl Gemma3 {
     /// logits. Position 0 starts a new sequence.
     pub fn forward(&mut self, ids: &Tensor, pos: usize) -> Result<Tensor> {
         let seq = ids.dim(1)?;
-        if pos + seq > self.ctx {
-            candle_core::bail!(
-                "positions up to {} exceed the context {}",
-                pos + seq,
-                self.ctx
-            );
-        }
+        check_positions(pos, seq, self.ctx)?;
         if pos == 0 {
             self.clear_kv_cache();
         }
@@ -237,17 +230,7 @@ impl Gemma3 {
             v.narrow(2, kv_len - keep, keep)?,
             first + kv_len - keep,
         ));
-        let k = repeat_kv(k, heads / kv_heads)?.contiguous()?;
-        let v = repeat_kv(v, heads / kv_heads)?.contiguous()?;
-        let mut w = (q.matmul(&k.t()?)? * self.attn_scale)?;
-        if let Some(mask) = mask {
-            w = w.broadcast_add(&mask)?;
-        }
-        let w = candle_nn::ops::softmax_last_dim(&w)?;
-        let out = w
-            .matmul(&v)?
-            .transpose(1, 2)?
-            .reshape((b, seq, heads * hd))?;
+        let out = attend(&q, k, v, self.attn_scale, mask)?;
         self.layers[i].o.forward(&out)
     }
 }

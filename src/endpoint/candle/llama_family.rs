@@ -18,9 +18,8 @@
 use candle_core::quantized::{gguf_file, QTensor};
 use candle_core::{Device, Module, Result, Tensor};
 use candle_transformers::quantized_nn::RmsNorm;
-use candle_transformers::utils::repeat_kv;
 
-use super::attention::{attention_mask, Rope};
+use super::attention::{attend, attention_mask, check_positions, Pairs, Rope};
 use super::int8_tiles::{Linear, MAX_TILED_BYTES};
 
 struct Layer {
@@ -92,11 +91,18 @@ impl LlamaFamily {
             true => Some(vector(reader, "rope_freqs.weight")?.to_vec1::<f32>()?),
             false => None,
         };
-        let rope = match arch {
-            "llama" => Rope::interleaved,
-            _ => Rope::neox,
+        let pairs = match arch {
+            "llama" => Pairs::Interleaved,
+            _ => Pairs::Neox,
         };
-        let rope = rope(shape.head_dim, base, scale, factors.as_deref(), shape.ctx)?;
+        let rope = Rope::new(
+            pairs,
+            shape.head_dim,
+            base,
+            scale,
+            factors.as_deref(),
+            shape.ctx,
+        )?;
         let mut budget = MAX_TILED_BYTES;
         let mut linear = |t: QTensor| Linear::new(t, &mut budget);
         let mut layers = Vec::with_capacity(shape.blocks);
@@ -161,13 +167,7 @@ impl LlamaFamily {
     /// logits. Position 0 starts a new sequence.
     pub fn forward(&mut self, ids: &Tensor, pos: usize) -> Result<Tensor> {
         let seq = ids.dim(1)?;
-        if pos + seq > self.ctx {
-            candle_core::bail!(
-                "positions up to {} exceed the context {}",
-                pos + seq,
-                self.ctx
-            );
-        }
+        check_positions(pos, seq, self.ctx)?;
         if pos == 0 {
             self.clear_kv_cache();
         }
@@ -221,17 +221,8 @@ impl LlamaFamily {
         let kv_len = k.dim(2)?;
         let mask = attention_mask(pos, seq, pos + seq - kv_len, kv_len, None)?;
         self.layers[i].cache = Some((k.clone(), v.clone()));
-        let k = repeat_kv(k, heads / kv_heads)?.contiguous()?;
-        let v = repeat_kv(v, heads / kv_heads)?.contiguous()?;
-        let mut w = (q.matmul(&k.t()?)? / (hd as f64).sqrt())?;
-        if let Some(mask) = mask {
-            w = w.broadcast_add(&mask)?;
-        }
-        let w = candle_nn::ops::softmax_last_dim(&w)?;
-        let out = w
-            .matmul(&v)?
-            .transpose(1, 2)?
-            .reshape((b, seq, heads * hd))?;
+        // candle's `t / x` is `t * (1 / x)`: the same scores as dividing.
+        let out = attend(&q, k, v, 1.0 / (hd as f64).sqrt(), mask)?;
         self.layers[i].o.forward(&out)
     }
 }
