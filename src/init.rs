@@ -617,10 +617,10 @@ mod reference_tests {
         let text = reference_section(&runs, "../model.gguf");
         assert!(text.contains("\nmodel = \"../model.gguf\"\n"), "{text}");
         let other = tempfile::tempdir().unwrap();
-        let not = ModelDir::open(&with_architecture("olmo2", other.path())).unwrap();
+        let not = ModelDir::open(&with_architecture("jamba", other.path())).unwrap();
         let text = reference_section(&not, "../model.gguf");
         assert!(text.contains("\n# model = \"../model.gguf\"\n"), "{text}");
-        assert!(text.contains("general.architecture is \"olmo2\""), "{text}");
+        assert!(text.contains("general.architecture is \"jamba\""), "{text}");
         assert!(text.contains("url = "), "{text}");
         // Nothing of it is live TOML: a [reference] table with neither key is refused.
         let parsed: toml::Value = toml::from_str(&text).unwrap();

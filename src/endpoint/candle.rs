@@ -3,14 +3,14 @@
 //! Architectures: Hugging Face Llama, Mistral, Qwen2, Qwen3, Phi-3 and Gemma-2 directories
 //! (safetensors, sharded too; weights of any float dtype are converted to F32) through
 //! candle-transformers' `llama`, `mistral`, `qwen2`, `qwen3`, `phi3` and `gemma2` modules, and
-//! GGUF files (F32, F16, Q8_0, and candle's other quantizations) of the llama, qwen2 and qwen3
-//! architectures through this crate's own quantized decoder (`candle/llama_family.rs`: candle's
-//! cannot reach its int8 tiles on most small models; a mixture-of-experts llama file goes through
-//! candle's `quantized_llama`), and of gemma3 through this crate's own quantized Gemma 3
-//! (`candle/gemma3.rs`: candle's departs from the model). candle has
-//! no quantized Gemma-2, so a gemma2 GGUF is dequantized into the same `gemma2` module (its
-//! norms back from llama.cpp's `1 + w` to the checkpoint's `w`). (candle's `quantized_phi3`
-//! has no way to empty its KV cache between requests, so a phi3 GGUF runs on llama.cpp only.)
+//! GGUF files (F32, F16, Q8_0, and candle's other quantizations) of the llama, qwen2, qwen3,
+//! phi3, smollm3, granite and olmo2 architectures through this crate's own quantized decoder (`candle/llama_family.rs`:
+//! candle's cannot reach its int8 tiles on most small models, and its `quantized_phi3` has a
+//! fixed rotary base, rotates whole heads and ignores LongRoPE; a mixture-of-experts llama file
+//! goes through candle's `quantized_llama`), and of gemma3 through this crate's own quantized
+//! Gemma 3 (`candle/gemma3.rs`: candle's departs from the model). candle has no quantized
+//! Gemma-2, so a gemma2 GGUF is dequantized into the same `gemma2` module (its norms back from
+//! llama.cpp's `1 + w` to the checkpoint's `w`).
 //!
 //! Threads: candle sizes its CPU pools from the environment when they are first used —
 //! `CANDLE_NUM_THREADS` for the element-wise and quantized-matmul pool and `RAYON_NUM_THREADS`
@@ -41,7 +41,9 @@ use crate::error::{Error, Result};
 use crate::template::{ChatTemplate, RenderRequest, TemplateError};
 
 /// The GGUF `general.architecture`s the candle target runs.
-pub const GGUF_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "gemma2", "gemma3"];
+pub const GGUF_ARCHITECTURES: &[&str] = &[
+    "llama", "qwen2", "qwen3", "phi3", "smollm3", "granite", "olmo2", "gemma2", "gemma3",
+];
 /// The config.json `model_type`s the candle target runs.
 pub const HF_MODEL_TYPES: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2"];
 

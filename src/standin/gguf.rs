@@ -19,6 +19,7 @@ pub struct Written {
 }
 
 type Meta = Vec<(String, gguf_file::Value)>;
+type Tensors = Vec<(String, QTensor)>;
 
 const NORMAL: i32 = 1;
 const CONTROL: i32 = 3;
@@ -76,7 +77,16 @@ pub fn write(
     };
     meta.extend(special_vocab(&tj, tokenizer_config, config));
     meta.extend(chat_template(out, tokenizer_config));
-    let qt = gguf_tensors(tensors, shape, architecture).map_err(|e| e.to_string())?;
+    let mut qt = gguf_tensors(tensors, shape, architecture).map_err(|e| e.to_string())?;
+    if architecture == "phi3" {
+        if let Some((attn_factor, factors)) = long_rope(config, shape)? {
+            meta.push((
+                "phi3.rope.scaling.attn_factor".into(),
+                gguf_file::Value::F32(attn_factor),
+            ));
+            qt.extend(factors);
+        }
+    }
     let meta_refs: Vec<(&str, &gguf_file::Value)> =
         meta.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let tensor_refs: Vec<(&str, &QTensor)> = qt.iter().map(|(k, t)| (k.as_str(), t)).collect();
@@ -156,6 +166,64 @@ fn hparams(arch: &str, name: &str, config: &Value, s: &Shape) -> Meta {
         _ => {}
     }
     m
+}
+
+/// Phi3MiniModel.generate_extra_tensors: a LongRoPE config's `rope.scaling.attn_factor`
+/// (√(1 + ln s / ln n₀), s the context over the original n₀) and its long and short frequency
+/// factors as F32 tensors; None without `long_factor`.
+fn long_rope(config: &Value, s: &Shape) -> Result<Option<(f32, Tensors)>, String> {
+    let scaling = config
+        .get("rope_scaling")
+        .filter(|v| v.is_object())
+        .or_else(|| config.get("rope_parameters"));
+    let factors = |k: &str| -> Option<Vec<f32>> {
+        let list = scaling?.get(k)?.as_array()?;
+        list.iter().map(|v| v.as_f64().map(|f| f as f32)).collect()
+    };
+    let Some(long) = factors("long_factor").filter(|l| !l.is_empty()) else {
+        return Ok(None);
+    };
+    let short =
+        factors("short_factor").ok_or("rope_scaling has long_factor but no short_factor")?;
+    let kind = scaling
+        .and_then(|v| v.get("rope_type").or_else(|| v.get("type")))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if !matches!(kind, "longrope" | "su") {
+        return Err(format!(
+            "rope_scaling type \"{kind}\" with long/short factors is not LongRoPE"
+        ));
+    }
+    let rot = config["partial_rotary_factor"].as_f64().unwrap_or(1.0);
+    let half = (rot * s.hidden as f64) as usize / s.heads / 2;
+    if long.len() != half || short.len() != half {
+        return Err(format!(
+            "rope_scaling's long and short factors must have {half} values each (they have {} and {})",
+            long.len(),
+            short.len()
+        ));
+    }
+    let ctx = config["max_position_embeddings"].as_f64().unwrap_or(0.0);
+    let orig = config["original_max_position_embeddings"]
+        .as_f64()
+        .unwrap_or(ctx);
+    let scale = ctx / orig;
+    let attn_factor = if scale > 1.0 {
+        (1.0 + scale.ln() / orig.ln()).sqrt() as f32
+    } else {
+        1.0
+    };
+    let tensor = |v: Vec<f32>| -> Result<QTensor, String> {
+        let t = Tensor::from_vec(v, half, &candle_core::Device::Cpu).map_err(|e| e.to_string())?;
+        QTensor::quantize(&t, GgmlDType::F32).map_err(|e| e.to_string())
+    };
+    Ok(Some((
+        attn_factor,
+        vec![
+            ("rope_factors_long.weight".into(), tensor(long)?),
+            ("rope_factors_short.weight".into(), tensor(short)?),
+        ],
+    )))
 }
 
 /// `LlamaHfVocab`'s condition: a SentencePiece-style BPE (byte fallback, a Sequence decoder).

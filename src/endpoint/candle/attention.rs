@@ -3,17 +3,19 @@
 use candle_core::{DType, Device, Result, Tensor};
 use candle_transformers::utils::repeat_kv;
 
-/// One rotary table: cos and sin of `position × inv_freq`, `[ctx, head_dim / 2]`, and which
-/// pairs it rotates.
+/// One rotary table: cos and sin of `position × inv_freq`, `[ctx, dims / 2]`, and which pairs
+/// it rotates. A head wider than `dims` is rotated in its first `dims` elements only and the
+/// rest passes through (Phi-4-mini's `partial_rotary_factor`, llama.cpp's `n_rot` below the
+/// head size).
 pub(super) struct Rope {
     cos: Tensor,
     sin: Tensor,
     pairs: Pairs,
 }
 
-/// Which elements a rotary table rotates together: NEOX pairs element i with i + head_dim/2
-/// (Qwen, Gemma: llama.cpp's `LLAMA_ROPE_TYPE_NEOX`), NORM pairs 2i with 2i + 1 (Llama, Mistral:
-/// how llama.cpp's converter lays out their Q and K rows).
+/// Which elements a rotary table rotates together: NEOX pairs element i with i + dims/2 (Qwen,
+/// Gemma, Phi-3: llama.cpp's `LLAMA_ROPE_TYPE_NEOX`), NORM pairs 2i with 2i + 1 (Llama,
+/// Mistral: how llama.cpp's converter lays out their Q and K rows).
 #[derive(Clone, Copy)]
 pub(super) enum Pairs {
     Neox,
@@ -21,22 +23,23 @@ pub(super) enum Pairs {
 }
 
 impl Rope {
-    /// Base `base`, positions divided by `scale`, each frequency divided by its factor in
-    /// `factors` where the file has them (Llama 3's `rope_freqs.weight`).
+    /// `dims` rotated elements a head, base `base`, positions divided by `scale`, each frequency
+    /// divided by its factor in `factors` where the file has them (Llama 3's
+    /// `rope_freqs.weight`, Phi-3's `rope_factors_short.weight`).
     pub(super) fn new(
         pairs: Pairs,
-        head_dim: usize,
+        dims: usize,
         base: f32,
         scale: f32,
         factors: Option<&[f32]>,
         ctx: usize,
     ) -> Result<Rope> {
-        let inv: Vec<f32> = (0..head_dim)
+        let inv: Vec<f32> = (0..dims)
             .step_by(2)
             .enumerate()
             .map(|(n, i)| {
                 let factor = factors.and_then(|f| f.get(n)).copied().unwrap_or(1.0);
-                1.0 / base.powf(i as f32 / head_dim as f32) / scale / factor
+                1.0 / base.powf(i as f32 / dims as f32) / scale / factor
             })
             .collect();
         let n = inv.len();
@@ -52,15 +55,35 @@ impl Rope {
         })
     }
 
+    /// The same rotation with cos and sin multiplied by `factor`: ggml's `attn_factor`
+    /// (`rope.scaling.attn_factor`, LongRoPE's √(1 + ln s / ln n₀)), which transformers applies
+    /// as the rotary embedding's `attention_scaling`.
+    pub(super) fn scaled(self, factor: f32) -> Result<Rope> {
+        if factor == 1.0 {
+            return Ok(self);
+        }
+        Ok(Rope {
+            cos: (self.cos * factor as f64)?,
+            sin: (self.sin * factor as f64)?,
+            pairs: self.pairs,
+        })
+    }
+
     /// `x`: `[batch, heads, seq, head_dim]` at positions `pos..pos + seq`.
     pub(super) fn apply(&self, x: &Tensor, pos: usize) -> Result<Tensor> {
         let seq = x.dim(2)?;
         let cos = self.cos.narrow(0, pos, seq)?;
         let sin = self.sin.narrow(0, pos, seq)?;
-        match self.pairs {
+        let rotate = |x: &Tensor| match self.pairs {
             Pairs::Interleaved => candle_nn::rotary_emb::rope_i(&x.contiguous()?, &cos, &sin),
             Pairs::Neox => candle_nn::rotary_emb::rope(&x.contiguous()?, &cos, &sin),
+        };
+        let (head, dims) = (x.dim(3)?, 2 * self.cos.dim(1)?);
+        if dims == head {
+            return rotate(x);
         }
+        let rotated = rotate(&x.narrow(3, 0, dims)?)?;
+        Tensor::cat(&[rotated, x.narrow(3, dims, head - dims)?], 3)
     }
 }
 
@@ -138,6 +161,36 @@ mod tests {
                 .map(|row| row.into_iter().map(|v| v == 0.0).collect())
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_partial_rotation_turns_the_first_dims_of_a_head_and_passes_the_rest() {
+        let head: Vec<f32> = (0..8).map(|i| i as f32 + 1.0).collect();
+        let x = Tensor::from_vec(head.clone(), (1, 1, 1, 8), &Device::Cpu).unwrap();
+        let rope = Rope::new(Pairs::Neox, 4, 10_000.0, 1.0, None, 4).unwrap();
+        let whole = |r: &Rope, t: &Tensor| {
+            r.apply(t, 3)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        };
+        let out = whole(&rope, &x);
+        let alone = whole(&rope, &x.narrow(3, 0, 4).unwrap());
+        assert_eq!(&out[..4], &alone[..]);
+        assert_ne!(&out[..4], &head[..4], "position 3 turns the first four");
+        assert_eq!(&out[4..], &head[4..]);
+        // The attention factor scales what is rotated, not what passes through.
+        let scaled = Rope::new(Pairs::Neox, 4, 10_000.0, 1.0, None, 4)
+            .unwrap()
+            .scaled(2.0)
+            .unwrap();
+        let doubled = whole(&scaled, &x);
+        for i in 0..4 {
+            assert!((doubled[i] - 2.0 * out[i]).abs() < 1e-5, "{i}");
+        }
+        assert_eq!(&doubled[4..], &head[4..]);
     }
 
     #[test]

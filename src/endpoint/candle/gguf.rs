@@ -1,4 +1,4 @@
-//! Loading a GGUF: llama-family files through this crate's own quantized decoder
+//! Loading a GGUF: llama-family files (llama, qwen2, qwen3, phi3, smollm3, granite, olmo2) through this crate's own quantized decoder
 //! (`llama_family.rs` says why not candle's; a mixture of experts through candle's
 //! `quantized_llama`), Gemma-2 dequantized into candle's own model (candle has no quantized
 //! Gemma-2), Gemma-3 through this crate's own quantized model (`gemma3.rs` says why not candle's).
@@ -65,11 +65,15 @@ impl CandleModel {
             embd / heads
         };
         let rope_dim = md_uint(&key("rope.dimension_count")).unwrap_or(head_dim);
+        // Phi-4-mini rotates 3/4 of each head; the other decoders rotate it whole.
+        let partial_rotary = arch == "phi3";
         if heads % kv_heads != 0
             || (!own_head_dim && embd % heads != 0)
             || rope_dim % 2 != 0
             || head_dim % 2 != 0
-            || rope_dim != head_dim
+            || rope_dim == 0
+            || rope_dim > head_dim
+            || (rope_dim != head_dim && !partial_rotary)
         {
             return Err(Error::in_file(
                 path,
@@ -104,11 +108,30 @@ impl CandleModel {
                 c
             }
         };
+        // OLMo-3 is an olmo2 file whose layers slide, three in four, with their own rotation.
+        if arch == "olmo2" && md_uint(&key("attention.sliding_window")).is_some_and(|w| w > 0) {
+            return Err(Error::in_file(
+                path,
+                "an olmo2 file with attention.sliding_window (OLMo-3): the in-process model does not run sliding-window OLMo layers",
+            )
+            .hint("use a server target (llama.cpp) for this file"));
+        }
         // candle's Gemma-2 applies its sliding window to every layer (transformers: every
         // other one): the context stops at the window, where both agree.
         let ctx = match md_uint(&key("attention.sliding_window")) {
             Some(w) if arch == "gemma2" && w > 0 => ctx.min(w as usize),
             _ => ctx,
+        };
+        // LongRoPE (Phi-3 128k, Phi-4-mini) rotates by other factors past the original context,
+        // and the stacks disagree on when to switch (llama.cpp by its configured context,
+        // transformers and vLLM by the sequence's length): they agree on a sequence that fits
+        // the original context, with the short factors, so the context stops there.
+        let original_ctx = md_uint(&key("rope.scaling.original_context_length"))
+            .filter(|&c| c > 0)
+            .map_or(ctx, |c| c as usize);
+        let ctx = match ct.tensor_infos.contains_key("rope_factors_long.weight") {
+            true => ctx.min(original_ctx),
+            false => ctx,
         };
         let weight_eos: Vec<u32> = [
             "tokenizer.ggml.eos_token_id",
@@ -160,7 +183,9 @@ impl CandleModel {
                     kv_heads: kv_heads as usize,
                     blocks: blocks as usize,
                     head_dim: head_dim as usize,
+                    rope_dims: rope_dim as usize,
                     ctx,
+                    original_ctx,
                 };
                 Net::GgufLlamaFamily(Box::new(
                     LlamaFamily::from_gguf(&ct, &mut file, &arch, shape).map_err(cannot)?,

@@ -1,4 +1,5 @@
-//! Llama, Qwen2 and Qwen3 from a GGUF (dense, text), quantized, as llama.cpp runs them.
+//! Llama, Qwen2, Qwen3, Phi-3, SmolLM3, Granite and OLMo-2 from a GGUF (dense, text),
+//! quantized, as llama.cpp runs them.
 //!
 //! candle-transformers has these (`quantized_llama`, `quantized_qwen2`, `quantized_qwen3`) and
 //! they agree with llama.cpp, but they multiply through candle's `QMatMul` and nothing can pad
@@ -7,14 +8,36 @@
 //! 0.32× llama.cpp's tokens per second and 0.15× its prefill. Here every matrix is an
 //! `int8_tiles::Linear`.
 //!
-//! The graph is llama.cpp's `llm_build_llama` / `llm_build_qwen2` / `llm_build_qwen3`
-//! (src/models/): RMS norm, Q/K/V projections (Qwen2 adds their biases; Qwen3 RMS-normalizes
-//! each head of Q and K before the rotation), rotary embeddings (NORM pairs for Llama, NEOX for
-//! Qwen; `rope.freq_base`, linear `rope.scaling.factor`, Llama 3's `rope_freqs.weight` frequency
-//! factors), attention scaled by 1/√head_dim over the cached keys, the output projection and a
-//! residual; RMS norm, SiLU-gated MLP and a residual; a final norm and the output head (the
-//! token embedding when the file has no `output.weight`). Mixture-of-experts files (a
-//! `ffn_gate_inp` router) stay with candle's `quantized_llama`.
+//! The graph is llama.cpp's `llm_build_llama` / `_qwen2` / `_qwen3` / `_phi3` / `_smollm3` /
+//! `_granite` / `_olmo2` (src/models/): RMS
+//! norm, Q/K/V projections (Qwen2 adds their biases; Qwen3 RMS-normalizes each head of Q and K
+//! before the rotation; Phi-3 fuses the three into one `attn_qkv` matrix), rotary embeddings
+//! (NORM pairs for Llama, NEOX for Qwen and Phi-3; `rope.freq_base`, linear
+//! `rope.scaling.factor`, frequency factors, the first `rope.dimension_count` elements of a head
+//! only), attention scaled by 1/√head_dim over the cached keys, the output projection and a
+//! residual; RMS norm, SiLU-gated MLP (Phi-3's gate and up fused in one `ffn_up`, gate first)
+//! and a residual; a final norm and the output head (the token embedding when the file has no
+//! `output.weight`). Mixture-of-experts files (a `ffn_gate_inp` router) stay with candle's
+//! `quantized_llama`.
+//!
+//! Frequency factors are llama.cpp's `get_rope_factors`: Llama 3's `rope_freqs.weight`, else
+//! LongRoPE's (Phi-3 128k, Phi-4-mini) `rope_factors_long` when the context is longer than
+//! `rope.scaling.original_context_length` and `rope_factors_short` otherwise, with cos and sin
+//! times `rope.scaling.attn_factor`. `gguf.rs` keeps such a file's context to the original
+//! length, so the short factors apply: what transformers and vLLM use for a sequence that fits
+//! it, and llama.cpp at any context up to it (llama-cpp-python's default 512, llama-server's
+//! 4096). Phi-3's sliding window is off, as llama.cpp has it.
+//!
+//! SmolLM3 is Llama with every fourth layer unrotated (NoPE: llama.cpp's fixed
+//! `n_no_rope_layer_step = 4`). Granite is Llama with four multipliers from its config, each
+//! a GGUF key: the embeddings times `embedding_scale`, each block's attention and MLP output
+//! times `residual_scale` before its residual, attention scores times `attention.scale` instead
+//! of 1/√head_dim, and the logits divided by `logit_scale`; `rope.scaling.finetuned = false`
+//! turns its rotation off. OLMo-2 has no norms before attention and the MLP: it norms their
+//! outputs (`post_attention_norm`, `post_ffw_norm`) before each residual, and norms Q and K
+//! across all heads (its `attn_q_norm` is as wide as the projection) before the NEOX rotation.
+//! OLMo-3's sliding-window layers (an `olmo2` file with `attention.sliding_window`) are not run
+//! here (`gguf.rs` refuses the file).
 use candle_core::quantized::{gguf_file, QTensor};
 use candle_core::{Device, Module, Result, Tensor};
 use candle_transformers::quantized_nn::RmsNorm;
@@ -22,21 +45,56 @@ use candle_transformers::quantized_nn::RmsNorm;
 use super::attention::{attend, attention_mask, check_positions, Pairs, Rope};
 use super::int8_tiles::{Linear, MAX_TILED_BYTES};
 
+/// SmolLM3 leaves layer i unrotated when (i + 1) is a multiple of this (llama.cpp's
+/// `n_no_rope_layer_step`, fixed for the architecture; transformers' `no_rope_layers`).
+const SMOLLM3_NOPE_EVERY: usize = 4;
+
 struct Layer {
-    attn_norm: RmsNorm,
-    q: Linear,
-    k: Linear,
-    v: Linear,
+    /// None for OLMo-2, which norms the outputs instead (`post_norms`).
+    attn_norm: Option<RmsNorm>,
+    qkv: Qkv,
     /// Qwen2's Q, K and V biases.
     bias: Option<[Tensor; 3]>,
-    /// Qwen3's per-head norms of Q and K.
-    qk_norm: Option<[RmsNorm; 2]>,
+    qk_norm: Option<QkNorm>,
     o: Linear,
-    ffn_norm: RmsNorm,
-    gate: Linear,
+    ffn_norm: Option<RmsNorm>,
+    /// OLMo-2's norms of the attention's and the MLP's outputs, before each residual.
+    post_norms: Option<[RmsNorm; 2]>,
+    /// None when `up` gives the gate and the up projection side by side (Phi-3's `ffn_up`).
+    gate: Option<Linear>,
     up: Linear,
     down: Linear,
     cache: Option<(Tensor, Tensor)>,
+}
+
+/// RMS norms of Q and K before the rotation: of each head (Qwen3), or of the whole projection
+/// (OLMo-2's `attn_q_norm` is as wide as all the heads).
+struct QkNorm {
+    q: RmsNorm,
+    k: RmsNorm,
+    whole: bool,
+}
+
+/// The Q, K and V projections: three matrices, or one whose rows are Q's, then K's, then V's.
+enum Qkv {
+    Split([Linear; 3]),
+    Fused(Linear),
+}
+
+impl Qkv {
+    fn forward(&self, x: &Tensor, q_width: usize, kv_width: usize) -> Result<[Tensor; 3]> {
+        match self {
+            Qkv::Split([q, k, v]) => Ok([q.forward(x)?, k.forward(x)?, v.forward(x)?]),
+            Qkv::Fused(qkv) => {
+                let all = qkv.forward(x)?;
+                Ok([
+                    all.narrow(2, 0, q_width)?,
+                    all.narrow(2, q_width, kv_width)?,
+                    all.narrow(2, q_width + kv_width, kv_width)?,
+                ])
+            }
+        }
+    }
 }
 
 /// A dense llama-family GGUF's weights and per-request cache.
@@ -47,9 +105,23 @@ pub struct LlamaFamily {
     head_dim: usize,
     layers: Vec<Layer>,
     rope: Rope,
+    /// Whether layer `i` is rotated: all but SmolLM3's every fourth, none for a Granite
+    /// without `rope.scaling.finetuned`.
+    rotated: Vec<bool>,
+    scales: Scales,
     norm: RmsNorm,
     output: Linear,
     ctx: usize,
+}
+
+/// Granite's multipliers (1 and None elsewhere).
+struct Scales {
+    embedding: f64,
+    residual: Option<f64>,
+    /// Replaces 1/√head_dim.
+    attention: Option<f64>,
+    /// The logits are divided by it.
+    logit: f64,
 }
 
 /// The shape `gguf.rs` read and checked from the header.
@@ -58,7 +130,12 @@ pub struct Shape {
     pub kv_heads: usize,
     pub blocks: usize,
     pub head_dim: usize,
+    /// Elements of a head the rotation turns (`rope.dimension_count`).
+    pub rope_dims: usize,
     pub ctx: usize,
+    /// The context the rotation was trained for (`rope.scaling.original_context_length`, else
+    /// `context_length`): LongRoPE's long factors apply beyond it.
+    pub original_ctx: usize,
 }
 
 impl LlamaFamily {
@@ -67,7 +144,7 @@ impl LlamaFamily {
         ct.tensor_infos.contains_key("blk.0.ffn_gate_inp.weight")
     }
 
-    /// Loads the weights of `ct` (architecture `arch`: llama, qwen2 or qwen3).
+    /// Loads the weights of `ct` (architecture `arch`: llama, qwen2, qwen3 or phi3).
     pub fn from_gguf<R: std::io::Seek + std::io::Read>(
         ct: &gguf_file::Content,
         reader: &mut R,
@@ -86,23 +163,61 @@ impl LlamaFamily {
         let has = |name: &str| ct.tensor_infos.contains_key(name);
         let tensor = |r: &mut R, name: &str| ct.tensor(r, name, cpu);
         let norm = |r: &mut R, name: &str| RmsNorm::from_qtensor(tensor(r, name)?, eps);
-        let vector = |r: &mut R, name: &str| tensor(r, name)?.dequantize(cpu);
-        let factors = match has("rope_freqs.weight") {
-            true => Some(vector(reader, "rope_freqs.weight")?.to_vec1::<f32>()?),
-            false => None,
+        let maybe_norm = |r: &mut R, name: &str| match has(name) {
+            true => norm(r, name).map(Some),
+            false => Ok(None),
         };
+        let vector = |r: &mut R, name: &str| tensor(r, name)?.dequantize(cpu);
+        let long = shape.ctx > shape.original_ctx;
+        let factors = [
+            ("rope_freqs.weight", true),
+            ("rope_factors_long.weight", long),
+            ("rope_factors_short.weight", !long),
+        ]
+        .into_iter()
+        .find(|(name, applies)| *applies && has(name));
+        let factors = match factors {
+            Some((name, _)) => Some(vector(reader, name)?.to_vec1::<f32>()?),
+            None => None,
+        };
+        // llama.cpp's `llama_model_rope_type`; its converter permutes these Q and K rows to match.
         let pairs = match arch {
-            "llama" => Pairs::Interleaved,
+            "llama" | "smollm3" | "granite" => Pairs::Interleaved,
+            // qwen2, qwen3, phi3, olmo2
             _ => Pairs::Neox,
         };
         let rope = Rope::new(
             pairs,
-            shape.head_dim,
+            shape.rope_dims,
             base,
             scale,
             factors.as_deref(),
             shape.ctx,
-        )?;
+        )?
+        .scaled(float("rope.scaling.attn_factor").unwrap_or(1.0))?;
+        let rotates = match arch {
+            "granite" => md("rope.scaling.finetuned").and_then(|v| v.to_bool().ok()) != Some(false),
+            _ => true,
+        };
+        let rotated = (0..shape.blocks)
+            .map(|i| rotates && !(arch == "smollm3" && (i + 1) % SMOLLM3_NOPE_EVERY == 0))
+            .collect();
+        let scales = match arch {
+            "granite" => Scales {
+                embedding: float("embedding_scale").unwrap_or(1.0) as f64,
+                residual: float("residual_scale").map(f64::from),
+                attention: float("attention.scale")
+                    .filter(|&s| s != 0.0)
+                    .map(f64::from),
+                logit: float("logit_scale").unwrap_or(1.0) as f64,
+            },
+            _ => Scales {
+                embedding: 1.0,
+                residual: None,
+                attention: None,
+                logit: 1.0,
+            },
+        };
         let mut budget = MAX_TILED_BYTES;
         let mut linear = |t: QTensor| Linear::new(t, &mut budget);
         let mut layers = Vec::with_capacity(shape.blocks);
@@ -117,23 +232,42 @@ impl LlamaFamily {
                 ]),
                 false => None,
             };
-            let qk_norm = match has(&name("attn_q_norm")) {
+            let qk_norm = match ct.tensor_infos.get(&name("attn_q_norm")) {
+                Some(info) => Some(QkNorm {
+                    whole: info.shape.elem_count() != shape.head_dim,
+                    q: norm(reader, &name("attn_q_norm"))?,
+                    k: norm(reader, &name("attn_k_norm"))?,
+                }),
+                None => None,
+            };
+            let post_norms = match has(&name("post_attention_norm")) {
                 true => Some([
-                    norm(reader, &name("attn_q_norm"))?,
-                    norm(reader, &name("attn_k_norm"))?,
+                    norm(reader, &name("post_attention_norm"))?,
+                    norm(reader, &name("post_ffw_norm"))?,
                 ]),
                 false => None,
             };
+            let qkv = match has(&name("attn_qkv")) {
+                true => Qkv::Fused(linear(tensor(reader, &name("attn_qkv"))?)?),
+                false => Qkv::Split([
+                    linear(tensor(reader, &name("attn_q"))?)?,
+                    linear(tensor(reader, &name("attn_k"))?)?,
+                    linear(tensor(reader, &name("attn_v"))?)?,
+                ]),
+            };
+            let gate = match has(&name("ffn_gate")) {
+                true => Some(linear(tensor(reader, &name("ffn_gate"))?)?),
+                false => None,
+            };
             layers.push(Layer {
-                attn_norm: norm(reader, &name("attn_norm"))?,
-                q: linear(tensor(reader, &name("attn_q"))?)?,
-                k: linear(tensor(reader, &name("attn_k"))?)?,
-                v: linear(tensor(reader, &name("attn_v"))?)?,
+                attn_norm: maybe_norm(reader, &name("attn_norm"))?,
+                qkv,
                 bias,
                 qk_norm,
                 o: linear(tensor(reader, &name("attn_output"))?)?,
-                ffn_norm: norm(reader, &name("ffn_norm"))?,
-                gate: linear(tensor(reader, &name("ffn_gate"))?)?,
+                ffn_norm: maybe_norm(reader, &name("ffn_norm"))?,
+                post_norms,
+                gate,
                 up: linear(tensor(reader, &name("ffn_up"))?)?,
                 down: linear(tensor(reader, &name("ffn_down"))?)?,
                 cache: None,
@@ -152,6 +286,8 @@ impl LlamaFamily {
             head_dim: shape.head_dim,
             layers,
             rope,
+            rotated,
+            scales,
             norm: norm(reader, "output_norm.weight")?,
             output: linear(output)?,
             ctx: shape.ctx,
@@ -175,27 +311,38 @@ impl LlamaFamily {
             .embeddings
             .embedding(&ids.flatten_all()?)?
             .unsqueeze(0)?;
+        if self.scales.embedding != 1.0 {
+            x = (x * self.scales.embedding)?;
+        }
+        let residual_scale = self.scales.residual;
+        let residual = |t: Tensor| match residual_scale {
+            Some(r) => t * r,
+            None => Ok(t),
+        };
         for i in 0..self.layers.len() {
-            let h = self.layers[i].attn_norm.forward(&x)?;
-            let x1 = (self.attention(i, &h, pos)? + &x)?;
+            let h = normed(&self.layers[i].attn_norm, &x)?;
+            let a = self.attention(i, &h, pos)?;
             let layer = &self.layers[i];
-            let h = layer.ffn_norm.forward(&x1)?;
-            let h = (candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?;
-            x = (layer.down.forward(&h)? + x1)?;
+            let a = normed(&layer.post_norms.as_ref().map(|[n, _]| n), &a)?;
+            let x1 = (residual(a)? + &x)?;
+            let h = normed(&layer.ffn_norm, &x1)?;
+            let m = layer.down.forward(&layer.gated(&h)?)?;
+            let m = normed(&layer.post_norms.as_ref().map(|[_, n]| n), &m)?;
+            x = (residual(m)? + x1)?;
         }
         let last = x.narrow(1, seq - 1, 1)?;
-        self.output.forward(&self.norm.forward(&last)?)
+        let logits = self.output.forward(&self.norm.forward(&last)?)?;
+        match self.scales.logit {
+            1.0 => Ok(logits),
+            s => logits / s,
+        }
     }
 
     fn attention(&mut self, i: usize, x: &Tensor, pos: usize) -> Result<Tensor> {
         let (b, seq, _) = x.dims3()?;
         let (heads, kv_heads, hd) = (self.heads, self.kv_heads, self.head_dim);
         let layer = &self.layers[i];
-        let (mut q, mut k, mut v) = (
-            layer.q.forward(x)?,
-            layer.k.forward(x)?,
-            layer.v.forward(x)?,
-        );
+        let [mut q, mut k, mut v] = layer.qkv.forward(x, heads * hd, kv_heads * hd)?;
         if let Some([bq, bk, bv]) = &layer.bias {
             (q, k, v) = (
                 q.broadcast_add(bq)?,
@@ -203,13 +350,19 @@ impl LlamaFamily {
                 v.broadcast_add(bv)?,
             );
         }
+        if let Some(n) = layer.qk_norm.as_ref().filter(|n| n.whole) {
+            (q, k) = (n.q.forward(&q)?, n.k.forward(&k)?);
+        }
         let mut q = q.reshape((b, seq, heads, hd))?;
         let mut k = k.reshape((b, seq, kv_heads, hd))?;
-        if let Some([q_norm, k_norm]) = &layer.qk_norm {
-            (q, k) = (q_norm.forward(&q)?, k_norm.forward(&k)?);
+        if let Some(n) = layer.qk_norm.as_ref().filter(|n| !n.whole) {
+            (q, k) = (n.q.forward(&q)?, n.k.forward(&k)?);
         }
-        let q = self.rope.apply(&q.transpose(1, 2)?, pos)?;
-        let k = self.rope.apply(&k.transpose(1, 2)?, pos)?;
+        let (q, k) = (q.transpose(1, 2)?, k.transpose(1, 2)?);
+        let (q, k) = match self.rotated[i] {
+            true => (self.rope.apply(&q, pos)?, self.rope.apply(&k, pos)?),
+            false => (q.contiguous()?, k.contiguous()?),
+        };
         let v = v
             .reshape((b, seq, kv_heads, hd))?
             .transpose(1, 2)?
@@ -222,7 +375,30 @@ impl LlamaFamily {
         let mask = attention_mask(pos, seq, pos + seq - kv_len, kv_len, None)?;
         self.layers[i].cache = Some((k.clone(), v.clone()));
         // candle's `t / x` is `t * (1 / x)`: the same scores as dividing.
-        let out = attend(&q, k, v, 1.0 / (hd as f64).sqrt(), mask)?;
+        let scale = self.scales.attention.unwrap_or(1.0 / (hd as f64).sqrt());
+        let out = attend(&q, k, v, scale, mask)?;
         self.layers[i].o.forward(&out)
+    }
+}
+
+impl Layer {
+    /// SiLU(gate(x)) × up(x); with Phi-3's fused `ffn_up`, the gate is its first half.
+    fn gated(&self, x: &Tensor) -> Result<Tensor> {
+        match &self.gate {
+            Some(gate) => candle_nn::ops::silu(&gate.forward(x)?)? * self.up.forward(x)?,
+            None => {
+                let both = self.up.forward(x)?;
+                let half = both.dim(2)? / 2;
+                candle_nn::ops::silu(&both.narrow(2, 0, half)?)? * both.narrow(2, half, half)?
+            }
+        }
+    }
+}
+
+/// `x` through `norm` where the layer has one.
+fn normed<N: std::borrow::Borrow<RmsNorm>>(norm: &Option<N>, x: &Tensor) -> Result<Tensor> {
+    match norm {
+        Some(n) => n.borrow().forward(x),
+        None => Ok(x.clone()),
     }
 }

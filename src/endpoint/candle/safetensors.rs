@@ -25,7 +25,7 @@ impl CandleModel {
                     &config.path,
                     format!("model_type \"{other}\" is not supported by the candle target"),
                 )
-                .hint("the candle target runs llama, mistral, qwen2, qwen3, phi3 and gemma2 checkpoints, and llama, qwen2, qwen3, gemma2 and gemma3 GGUF files; use a server target for this model"))
+                .hint("the candle target runs llama, mistral, qwen2, qwen3, phi3 and gemma2 checkpoints, and llama, qwen2, qwen3, phi3, smollm3, granite, olmo2, gemma2 and gemma3 GGUF files; use a server target for this model"))
             }
         };
         let files = shard_files(&dir)?;
