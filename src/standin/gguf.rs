@@ -207,6 +207,11 @@ fn long_rope(config: &Value, s: &Shape) -> Result<Option<(f32, Tensors)>, String
     let orig = config["original_max_position_embeddings"]
         .as_f64()
         .unwrap_or(ctx);
+    if orig <= 1.0 || ctx <= 1.0 {
+        return Err(format!(
+            "LongRoPE needs max_position_embeddings and original_max_position_embeddings above 1 (they are {ctx} and {orig})"
+        ));
+    }
     let scale = ctx / orig;
     let attn_factor = if scale > 1.0 {
         (1.0 + scale.ln() / orig.ln()).sqrt() as f32

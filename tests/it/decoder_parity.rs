@@ -440,3 +440,74 @@ async fn smollm3_granite_and_olmo2_ggufs_in_process_agree_with_llama_cpp() {
         ours.stop().await.expect("stop the server");
     }
 }
+
+/// A LongRoPE factor table one value short (llama.cpp's loader wants `n_rot / 2`).
+fn short_factors(name: &str, t: QTensor) -> Vec<(String, QTensor)> {
+    if name != "rope_factors_short.weight" {
+        return unchanged(name, t);
+    }
+    let mut v = t
+        .dequantize(&Device::Cpu)
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    v.pop();
+    vec![(name.to_string(), f32_tensor(v, &[t.shape().dims()[0] - 1]))]
+}
+
+/// Block 0's fused QKV matrix without its last 16 rows (V's last head).
+fn qkv_short(name: &str, t: QTensor) -> Vec<(String, QTensor)> {
+    if name != "blk.0.attn_qkv.weight" {
+        return unchanged(name, t);
+    }
+    let (rows, cols) = (t.shape().dims()[0], t.shape().dims()[1]);
+    let mut v = t.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap();
+    v = v.narrow(0, 0, (rows - 16) * cols).unwrap();
+    let kept = v.to_vec1::<f32>().unwrap();
+    vec![(name.to_string(), f32_tensor(kept, &[rows - 16, cols]))]
+}
+
+/// An F32 GGUF tensor of `values` in `dims` (a fresh buffer: candle quantizes a view's whole
+/// storage).
+fn f32_tensor(values: Vec<f32>, dims: &[usize]) -> QTensor {
+    let t = Tensor::from_vec(values, dims, &Device::Cpu).unwrap();
+    QTensor::quantize(&t, GgmlDType::F32).unwrap()
+}
+
+#[test]
+fn a_phi3_gguf_whose_tensors_do_not_fit_its_header_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let gguf = standin(&PHI3, &dir.path().join("phi3"), 64, 16);
+    reconfigure(gguf.parent().unwrap(), |c| {
+        c["max_position_embeddings"] = json!(131072);
+        c["original_max_position_embeddings"] = json!(4096);
+        c["rope_scaling"] = json!({
+            "type": "longrope",
+            "short_factor": [1.0, 1.1, 1.5, 2.4, 3.9, 6.0, 7.0, 8.0],
+            "long_factor": [1.0, 1.9, 4.2, 9.5, 17.0, 31.0, 40.0, 50.0],
+        });
+    });
+    CandleModel::load(&gguf).expect("the healthy file loads");
+    let cases: [(&str, Retensor, &str); 2] = [
+        (
+            "factors",
+            short_factors,
+            "the rotary frequency factors have 7 values; rope.dimension_count 16 needs 8",
+        ),
+        (
+            "qkv",
+            qkv_short,
+            "blk.0.attn_qkv.weight has shape [176, 64]",
+        ),
+    ];
+    for (what, retensor, says) in cases {
+        let broken = dir.path().join(format!("{what}.gguf"));
+        relabel(&gguf, &broken, "phi3", &[], retensor);
+        let err = match CandleModel::load(&broken) {
+            Ok(_) => panic!("{what}: a file whose tensors do not fit its header loaded"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(says), "{what}: {err}");
+        assert!(err.contains(&broken.display().to_string()), "{what}: {err}");
+    }
+}

@@ -1,7 +1,8 @@
-//! Loading a GGUF: llama-family files (llama, qwen2, qwen3, phi3, smollm3, granite, olmo2) through this crate's own quantized decoder
-//! (`llama_family.rs` says why not candle's; a mixture of experts through candle's
-//! `quantized_llama`), Gemma-2 dequantized into candle's own model (candle has no quantized
-//! Gemma-2), Gemma-3 through this crate's own quantized model (`gemma3.rs` says why not candle's).
+//! Loading a GGUF: llama-family files (llama, qwen2, qwen3, phi3, smollm3, granite, olmo2)
+//! through this crate's own quantized decoder (`llama_family.rs` says why not candle's; a
+//! mixture of experts through candle's `quantized_llama`), Gemma-2 dequantized into candle's
+//! own model (candle has no quantized Gemma-2), Gemma-3 through this crate's own quantized model
+//! (`gemma3.rs` says why not candle's).
 use super::*;
 use candle_core::quantized::GgmlDType;
 

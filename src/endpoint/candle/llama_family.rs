@@ -144,7 +144,8 @@ impl LlamaFamily {
         ct.tensor_infos.contains_key("blk.0.ffn_gate_inp.weight")
     }
 
-    /// Loads the weights of `ct` (architecture `arch`: llama, qwen2, qwen3 or phi3).
+    /// Loads the weights of `ct` (architecture `arch`: llama, qwen2, qwen3, phi3, smollm3,
+    /// granite or olmo2).
     pub fn from_gguf<R: std::io::Seek + std::io::Read>(
         ct: &gguf_file::Content,
         reader: &mut R,
@@ -180,6 +181,15 @@ impl LlamaFamily {
             Some((name, _)) => Some(vector(reader, name)?.to_vec1::<f32>()?),
             None => None,
         };
+        // llama.cpp loads them as `n_rot / 2` values and refuses another length.
+        if let Some(f) = factors.as_ref().filter(|f| f.len() != shape.rope_dims / 2) {
+            candle_core::bail!(
+                "the rotary frequency factors have {} values; rope.dimension_count {} needs {}",
+                f.len(),
+                shape.rope_dims,
+                shape.rope_dims / 2
+            );
+        }
         // llama.cpp's `llama_model_rope_type`; its converter permutes these Q and K rows to match.
         let pairs = match arch {
             "llama" | "smollm3" | "granite" => Pairs::Interleaved,
@@ -209,7 +219,7 @@ impl LlamaFamily {
                 attention: float("attention.scale")
                     .filter(|&s| s != 0.0)
                     .map(f64::from),
-                logit: float("logit_scale").unwrap_or(1.0) as f64,
+                logit: float("logit_scale").filter(|&s| s != 0.0).unwrap_or(1.0) as f64,
             },
             _ => Scales {
                 embedding: 1.0,
@@ -247,9 +257,22 @@ impl LlamaFamily {
                 ]),
                 false => None,
             };
-            let qkv = match has(&name("attn_qkv")) {
-                true => Qkv::Fused(linear(tensor(reader, &name("attn_qkv"))?)?),
-                false => Qkv::Split([
+            let qkv = match ct.tensor_infos.get(&name("attn_qkv")) {
+                Some(info) => {
+                    let rows = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
+                    if info.shape.dims().first() != Some(&rows) {
+                        candle_core::bail!(
+                            "{} has shape {:?}; {} heads and {} key/value heads of {} need {rows} rows",
+                            name("attn_qkv"),
+                            info.shape.dims(),
+                            shape.heads,
+                            shape.kv_heads,
+                            shape.head_dim
+                        );
+                    }
+                    Qkv::Fused(linear(tensor(reader, &name("attn_qkv"))?)?)
+                }
+                None => Qkv::Split([
                     linear(tensor(reader, &name("attn_q"))?)?,
                     linear(tensor(reader, &name("attn_k"))?)?,
                     linear(tensor(reader, &name("attn_v"))?)?,
