@@ -42,6 +42,12 @@ pub struct GateArgs {
     /// Write this shard's part (findings, prompt results, raw latency samples) here.
     #[arg(long, value_name = "FILE", requires = "shard")]
     pub part: Option<PathBuf>,
+    /// Stop once the first broken boundary is known for certain: the checks that could only
+    /// fail at a later boundary send nothing, and the replay and the latency stage are not run.
+    /// The exit code and the first broken boundary are the whole run's; the report lists what
+    /// was left out. A red build sooner (not with --update or --shard).
+    #[arg(long, conflicts_with_all = ["update", "shard"])]
+    pub fail_fast: bool,
     #[command(flatten)]
     pub history: HistoryFlags,
 }
@@ -164,6 +170,7 @@ pub fn run(a: GateArgs) -> Result<i32> {
         shard: a.shard,
         part: a.part.clone(),
         stack: a.stack,
+        fail_fast: a.fail_fast,
     };
     let report = super::runtime()?.block_on(gate::run_bounded(&opts))?;
     emit(&wanted, &report, &a.suite)?;

@@ -123,6 +123,7 @@ Exit 0 pass, 1 regression, 2 bad input, 3 target unreachable or timed out.",
   chatgate review suites/smoke.toml                                 then review what changed
   chatgate gate suites/smoke.toml --history runs                   a record per run; then chatgate history runs
   chatgate gate suites/smoke.toml --format sarif > gate.sarif       for code scanning (upload-sarif)
+  chatgate gate suites/smoke.toml --fail-fast                       a red build sooner: stop at the first broken boundary
   chatgate gate suites/smoke.toml --shard 2/3 --part part-2.json    one runner's share; then chatgate merge"
     )]
     Gate(gate::GateArgs),

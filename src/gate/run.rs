@@ -9,6 +9,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::chain::run::context::Context;
+use crate::chain::run::fail_fast::FailFast;
 use crate::chain::run::probes::{Online, Probe, ProbeSettings, Reference};
 use crate::chain::run::recording;
 use crate::endpoint::candle::memory;
@@ -40,6 +41,10 @@ pub struct GateOptions {
     /// `--stack`: overrides the suite's `[target] stack` (what the chain predicts the server
     /// feeds the model), e.g. from a CI matrix that gates one suite on several stacks.
     pub stack: Option<crate::stack::Stack>,
+    /// `--fail-fast`: stop once the first broken boundary is known for certain: no request of
+    /// a later boundary's checks, no replay, no latency
+    /// ([`crate::chain::run::fail_fast`]).
+    pub fail_fast: bool,
 }
 
 /// Checks the merge of sharded parts recomputes from every shard's results, so a part does not
@@ -71,6 +76,14 @@ pub async fn run_bounded(opts: &GateOptions) -> Result<GateReport> {
     if opts.shard.is_some() && opts.update {
         return Err(Error::input("--update accepts snapshots and the latency baseline from one whole run: run it without --shard")
             .hint("shard the gate, and accept changes with an unsharded `chatgate gate SUITE --update`"));
+    }
+    if opts.fail_fast && opts.update {
+        return Err(Error::input("--fail-fast stops at the first broken boundary, and --update accepts a whole run's replies and latency: they cannot go together")
+            .hint("accept with `chatgate gate SUITE --update`; use --fail-fast on the runs that judge"));
+    }
+    if opts.fail_fast && opts.shard.is_some() {
+        return Err(Error::input("--fail-fast stops a whole run at its first broken boundary; a shard's part must carry its whole share for `chatgate merge`")
+            .hint("drop --fail-fast from sharded runs (shard 1 runs the chain, the others only replay)"));
     }
     if opts.shard.is_some() != opts.part.is_some() {
         return Err(Error::input("--shard K/N and --part FILE go together: a shard writes the part `chatgate merge` reads"));
@@ -211,20 +224,23 @@ async fn stages(
         if let (Some(LoadedReference::Local(r)), Target::Http(_)) = (&reference, &target) {
             r.set_template_now(dates.local_now());
         }
-        match chains(
-            &ctx,
-            &target,
-            reference.as_ref(),
-            prompts.as_ref(),
-            dates.local_now(),
-            &progress,
-            clock,
-        )
-        .await
-        {
-            Ok(Chains::Ran(f, d, seen)) => {
+        let at = Where {
+            target: &target,
+            reference: reference.as_ref(),
+            local_now: dates.local_now(),
+        };
+        match chains(&ctx, at, prompts.as_ref(), &progress, clock, opts.fail_fast).await {
+            Ok(Chains::Ran(f, d, seen, fail_fast)) => {
                 findings.extend(f);
                 dates.seen(seen);
+                let later = later_stages(&suite, prompts.as_ref());
+                if let Some(note) = fail_fast.and_then(|ff| ff.note(&later)) {
+                    // --fail-fast: the first broken boundary is known; nothing after it runs.
+                    findings.push(note);
+                    progress.finish();
+                    crate::chain::run::policy::apply_policy(&mut findings.0, &suite.file.server);
+                    return Ok(finish(report, findings, started, 1));
+                }
                 d
             }
             Ok(Chains::Stopped(f, code)) => {
@@ -297,13 +313,27 @@ async fn stages(
     Ok(finish(report, findings, started, code))
 }
 
+/// What a `--fail-fast` stop after the chains leaves out: the replay and the latency stage.
+fn later_stages(suite: &Suite, prompts: Option<&PromptSet>) -> Vec<String> {
+    let Some(set) = prompts else {
+        return Vec::new();
+    };
+    let mut stages = vec![format!("the replay of {} prompts", set.chosen.len())];
+    if suite.file.latency.is_some() {
+        stages.push("the latency stage".into());
+    }
+    stages
+}
+
 pub(super) enum Chains {
-    /// The offline and online findings, each probed prompt's determinism class, and the day
-    /// the server was seen rendering (a template that prints the date).
+    /// The offline and online findings, each probed prompt's determinism class, the day
+    /// the server was seen rendering (a template that prints the date), and where a
+    /// `--fail-fast` run stands.
     Ran(
         Vec<Finding>,
         BTreeMap<String, crate::chain::run::probes::Determinism>,
         Option<chrono::NaiveDate>,
+        Option<FailFast>,
     ),
     /// The target stopped answering (exit 3) or fell far behind its own pace (exit 1): these
     /// findings end the report, with that exit code.
@@ -330,18 +360,19 @@ pub(super) async fn load_context(suite: &Suite, target: &Target) -> Result<Conte
 /// The offline chain, then the online chain against a server.
 pub(super) async fn chains(
     ctx: &Context,
-    target: &Target,
-    reference: Option<&LoadedReference>,
+    at: Where<'_>,
     prompts: Option<&PromptSet>,
-    local_now: Option<chrono::NaiveDateTime>,
     progress: &progress::Progress,
     clock: &mut progress::PhaseClock,
+    fail_fast: bool,
 ) -> Result<Chains> {
     clock.start("offline chain");
     let mut findings = crate::chain::run::offline::run_offline(ctx, progress.enabled())?.0;
+    let fail_fast = fail_fast.then(|| FailFast::after(&findings, &ctx.suite.file.server));
     let chosen = prompts.map(|p| p.chosen.as_slice());
     clock.start("online chain");
-    match online(ctx, target, reference, chosen, local_now, progress).await {
+    let target = at.target;
+    match online(ctx, at, chosen, progress, fail_fast).await {
         Ok(mut r) => {
             clock.steps(std::mem::take(&mut r.steps));
             findings.extend(r.findings);
@@ -349,7 +380,12 @@ pub(super) async fn chains(
                 findings.push(f);
                 return Ok(Chains::Stopped(findings, code));
             }
-            Ok(Chains::Ran(findings, r.determinism, r.server_day))
+            Ok(Chains::Ran(
+                findings,
+                r.determinism,
+                r.server_day,
+                r.fail_fast,
+            ))
         }
         Err(e) if e.kind == ErrorKind::Unreachable => {
             findings.push(unreachable_finding(&e));
@@ -551,15 +587,28 @@ pub(super) fn same_path(a: &std::path::Path, b: &std::path::Path) -> bool {
     }
 }
 
+/// What the online chain runs against: the target, the reference, the clock of the local
+/// predictions.
+#[derive(Clone, Copy)]
+pub(super) struct Where<'a> {
+    pub target: &'a Target,
+    pub reference: Option<&'a LoadedReference>,
+    pub local_now: Option<chrono::NaiveDateTime>,
+}
+
 /// The online chain, when the target is a server.
 pub(super) async fn online(
     ctx: &Context,
-    target: &Target,
-    reference: Option<&LoadedReference>,
+    at: Where<'_>,
     prompts: Option<&[Prompt]>,
-    local_now: Option<chrono::NaiveDateTime>,
     progress: &progress::Progress,
+    mut fail_fast: Option<FailFast>,
 ) -> Result<crate::chain::run::probes::OnlineResult> {
+    let Where {
+        target,
+        reference,
+        local_now,
+    } = at;
     let Some(http) = target.http() else {
         let mut findings = vec![Finding::new(
             checks::SERVER_TARGET,
@@ -578,6 +627,7 @@ pub(super) async fn online(
             determinism: Default::default(),
             server_day: None,
             steps: Vec::new(),
+            fail_fast,
         });
     };
     let server = &ctx.suite.file.server;
@@ -597,20 +647,25 @@ pub(super) async fn online(
         settings: probe_settings(ctx),
         local_now,
     };
-    let mut result = crate::chain::run::online::run(&online, &probes).await?;
+    let mut result = crate::chain::run::online::run(&online, &probes, fail_fast).await?;
+    fail_fast = result.fail_fast.take();
+    // The client boundary's checks, unless a fail-fast run stopped before it.
+    let mut client_runs = |check| fail_fast.as_mut().is_none_or(|ff| ff.runs(&[check]));
     // What the recorded client sends, against what the server was just seen to do with it.
-    if let Some(path) = &ctx.suite.client_recording {
+    let recording = ctx.suite.client_recording.as_ref();
+    if let Some(path) = recording.filter(|_| client_runs(checks::CLIENT_FIELDS_HONOURED)) {
         let sent = crate::chain::client::fields::sent(&crate::proxy::read_recording(path)?);
         let judged = crate::chain::client::fields::judge(&sent, &result.findings);
         result.findings.extend(judged);
     }
     // The client boundary last: the suite's own client through each SSE variant.
-    if ctx.suite.client_command().is_some() {
+    if ctx.suite.client_command().is_some() && client_runs(checks::CLIENT_SSE) {
         progress.stage("client: SSE variants", 0);
         result
             .findings
             .extend(crate::chain::client::sse::check(&ctx.suite, http.base_url()).await);
     }
+    result.fail_fast = fail_fast;
     Ok(result)
 }
 

@@ -209,6 +209,52 @@ pub fn rewrite_gguf(dir: &Path) -> Result<Vec<String>> {
     .map_err(|why| Error::in_file(dir.join("model.gguf"), format!("not written: {why}")))
 }
 
+/// A GGUF file read whole: its metadata and its tensors as stored, sorted by name. What the
+/// rewrites of a file share: [`requantize_gguf`] here, the relabelled architectures of
+/// tests/it/decoder_parity.rs.
+pub struct GgufParts {
+    pub metadata: Vec<(String, candle_core::quantized::gguf_file::Value)>,
+    pub tensors: Vec<(String, candle_core::quantized::QTensor)>,
+}
+
+impl GgufParts {
+    /// Read `src` whole.
+    pub fn read(src: &Path) -> Result<GgufParts> {
+        use candle_core::quantized::gguf_file;
+        let cpu = candle_core::Device::Cpu;
+        let unreadable =
+            |e: candle_core::Error| Error::in_file(src, format!("cannot read the GGUF: {e}"));
+        let mut f = std::fs::File::open(src).map_err(|e| Error::in_file(src, e.to_string()))?;
+        let content = gguf_file::Content::read(&mut f).map_err(unreadable)?;
+        let mut names: Vec<&String> = content.tensor_infos.keys().collect();
+        names.sort();
+        let mut tensors = Vec::new();
+        for name in names {
+            let t = content.tensor(&mut f, name, &cpu).map_err(unreadable)?;
+            tensors.push((name.clone(), t));
+        }
+        let metadata = content
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Ok(GgufParts { metadata, tensors })
+    }
+
+    /// Write them to `dst` (atomically: a reader never sees half a file).
+    pub fn write(&self, dst: &Path) -> Result<()> {
+        use candle_core::quantized::{gguf_file, QTensor};
+        let meta: Vec<(&str, &gguf_file::Value)> =
+            self.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let refs: Vec<(&str, &QTensor)> =
+            self.tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+        let mut bytes = Vec::new();
+        gguf_file::write(&mut std::io::Cursor::new(&mut bytes), &meta, &refs)
+            .map_err(|e| Error::in_file(dst, format!("not written: {e}")))?;
+        crate::files::write_atomic(dst, &bytes)
+    }
+}
+
 /// `src`'s tensors quantized to `dtype`, written to `dst` with all of `src`'s metadata: the
 /// matrices whose rows fill whole blocks of `dtype` (llama.cpp's block layouts, as
 /// `llama-quantize` writes them), while norms, biases and anything else stay F32. For the
@@ -219,38 +265,21 @@ pub fn requantize_gguf(
     dst: &Path,
     dtype: candle_core::quantized::GgmlDType,
 ) -> Result<()> {
-    use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
+    use candle_core::quantized::{GgmlDType, QTensor};
     let cpu = candle_core::Device::Cpu;
-    let unreadable =
-        |e: candle_core::Error| Error::in_file(src, format!("cannot read the GGUF: {e}"));
-    let mut f = std::fs::File::open(src).map_err(|e| Error::in_file(src, e.to_string()))?;
-    let content = gguf_file::Content::read(&mut f).map_err(unreadable)?;
-    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
-    names.sort();
-    let mut tensors = Vec::new();
-    for name in names {
-        let t = content
-            .tensor(&mut f, name, &cpu)
-            .and_then(|q| q.dequantize(&cpu))
-            .map_err(unreadable)?;
+    let mut parts = GgufParts::read(src)?;
+    for (name, q) in parts.tensors.iter_mut() {
+        let t = q
+            .dequantize(&cpu)
+            .map_err(|e| Error::in_file(src, format!("cannot read {name}: {e}")))?;
         let row = t.dims().last().copied().unwrap_or(0);
         let fits = t.rank() == 2 && row % dtype.block_size() == 0;
         let to = if fits { dtype } else { GgmlDType::F32 };
-        let q = QTensor::quantize(&t, to).map_err(|e| {
+        *q = QTensor::quantize(&t, to).map_err(|e| {
             Error::in_file(src, format!("cannot quantize {name} to {dtype:?}: {e}"))
         })?;
-        tensors.push((name.clone(), q));
     }
-    let meta: Vec<(&str, &gguf_file::Value)> = content
-        .metadata
-        .iter()
-        .map(|(k, v)| (k.as_str(), v))
-        .collect();
-    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
-    let mut bytes = Vec::new();
-    gguf_file::write(&mut std::io::Cursor::new(&mut bytes), &meta, &refs)
-        .map_err(|e| Error::in_file(dst, format!("not written: {e}")))?;
-    crate::files::write_atomic(dst, &bytes)
+    parts.write(dst)
 }
 
 pub(super) fn validate(o: &Options) -> Result<()> {

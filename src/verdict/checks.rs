@@ -498,6 +498,10 @@ registry! {
         fails: "— (warns when snapshots belong to no prompt of the suite)",
         cause: "snapshots belong to no prompt of the suite",
         fix: "`chatgate accept SUITE --prune-orphans`";
+    REPLAY_NOT_RUN = "replay.not-run", Replay, Replay,
+        fails: "— (info: `gate --fail-fast` stopped at the first broken boundary; the checks that could only fail later, the replay and the latency stage were not run)",
+        cause: "info: `gate --fail-fast` stopped at the first broken boundary",
+        fix: "fix the first broken boundary, or run the gate without `--fail-fast` to see every symptom";
     REPLAY_PROMPT = "replay.prompt", Replay, Name,
         fails: "— (one replayed prompt's JUnit case class)",
         cause: "one replayed prompt's result (JUnit case class)",

@@ -22,7 +22,8 @@ use chatgate::proxy::{self, ProxyOptions};
 use chatgate::serve::Fault;
 use chatgate::verdict::GateReport;
 use gate_workspace::{
-    copy_dir, errors, gate, serve_model, serve_tiny_chat, single_threaded, Workspace, REPO,
+    copy_dir, errors, gate, gate_fail_fast, serve_model, serve_tiny_chat, single_threaded,
+    Workspace, REPO,
 };
 use serde_json::{json, Value};
 
@@ -343,7 +344,7 @@ async fn serve_rows(rows: &mut Vec<Row>) {
         let (class, what, boundary, check) = serve_fault(fault);
         let server = serve_tiny_chat(&[fault]).await;
         let ws = Workspace::new();
-        let mut r = gate(ws.suite("smoke"), Some(server.url())).await;
+        let mut r = gate_fail_fast(ws.suite("smoke"), Some(server.url())).await;
         // On a loaded machine the gate's client falls behind, and the gate then declines to
         // judge latency (a warning that points at server.latency-client): measure again, as a
         // user would, before judging the row — at most twice.
@@ -352,7 +353,7 @@ async fn serve_rows(rows: &mut Vec<Row>) {
                 break;
             }
             eprintln!("serve --fault {fault}: latency not judged (client behind); measuring again");
-            r = gate(ws.suite("smoke"), Some(server.url())).await;
+            r = gate_fail_fast(ws.suite("smoke"), Some(server.url())).await;
         }
         server.stop().await.expect("stop");
         let how = format!("`chatgate serve --fault {fault}`: {what}");
@@ -398,7 +399,7 @@ async fn scripted_fault_row(rows: &mut Vec<Row>, reply: &str, fault: Fault, mode
     healthy.stop().await.expect("stop");
     let (class, what, boundary, check) = serve_fault(fault);
     let server = serve_model(&standin, &[fault], None).await;
-    let r = gate(ws.path().join("suite.toml"), Some(server.url())).await;
+    let r = gate_fail_fast(ws.path().join("suite.toml"), Some(server.url())).await;
     server.stop().await.expect("stop");
     let how =
         format!("`chatgate serve --fault {fault}` over a Qwen3 stand-in that {model}: {what}");
@@ -454,7 +455,7 @@ async fn value_rows(rows: &mut Vec<Row>) {
     for fault in Fault::ALL.into_iter().filter(|f| values_fault(*f)) {
         let (class, what, boundary, check) = serve_fault(fault);
         let server = serve_model(&model, &[fault], None).await;
-        let r = gate(dir.join("suite.toml"), Some(server.url())).await;
+        let r = gate_fail_fast(dir.join("suite.toml"), Some(server.url())).await;
         server.stop().await.expect("stop");
         let how = format!(
             "`chatgate serve --fault {fault}` over a Qwen3 stand-in whose call carries \" Paris \", 3 and \"a</tool_call>b\": {what}"
@@ -484,7 +485,7 @@ async fn reasoning_rows(rows: &mut Vec<Row>) {
     for fault in Fault::ALL.into_iter().filter(|f| f.needs_reasoning()) {
         let (class, what, boundary, check) = serve_fault(fault);
         let server = serve_model(&model, &[fault], None).await;
-        let r = gate(suite.clone(), Some(server.url())).await;
+        let r = gate_fail_fast(suite.clone(), Some(server.url())).await;
         server.stop().await.expect("stop");
         let how = format!("`chatgate serve --fault {fault}` over a DeepSeek-R1 stand-in: {what}");
         rows.push(Row::new(class, how, boundary, check).judge(&r));
@@ -503,7 +504,7 @@ async fn reasoning_rows(rows: &mut Vec<Row>) {
         crate::common::llama_server::start(&python, &model.join("model.gguf"), "model", &[]);
     let (suite, init) = suite_for(server.url.clone(), Some("llama-cpp-python"), "llama");
     tokio::task::spawn_blocking(init).await.expect("init");
-    let r = gate(suite, Some(server.url.clone())).await;
+    let r = gate_fail_fast(suite, Some(server.url.clone())).await;
     rows.push(row.judge(&r));
 }
 
@@ -540,7 +541,7 @@ async fn tool_call_rows(rows: &mut Vec<Row>) {
     for fault in tool_faults {
         let (class, what, boundary, check) = serve_fault(fault);
         let server = serve_model(&model, &[fault], None).await;
-        let r = gate(suite.clone(), Some(server.url())).await;
+        let r = gate_fail_fast(suite.clone(), Some(server.url())).await;
         server.stop().await.expect("stop");
         let how = format!("`chatgate serve --fault {fault}` over a Qwen3 stand-in: {what}");
         rows.push(Row::new(class, how, boundary, check).judge(&r));
@@ -562,7 +563,7 @@ async fn tool_call_rows(rows: &mut Vec<Row>) {
         crate::common::llama_server::start(&python, &model.join("model.gguf"), "model", &[]);
     let (suite, init) = suite_for(server.url.clone(), Some("llama-cpp-python"), "llama");
     tokio::task::spawn_blocking(init).await.expect("init");
-    let r = gate(suite, Some(server.url.clone())).await;
+    let r = gate_fail_fast(suite, Some(server.url.clone())).await;
     rows.push(row.judge(&r));
 }
 
@@ -689,7 +690,7 @@ async fn file_rows(rows: &mut Vec<Row>) {
         let t = Instant::now();
         let ws = Workspace::new();
         mutate(&ws.served_copy());
-        let r = gate(ws.suite("smoke"), None).await;
+        let r = gate_fail_fast(ws.suite("smoke"), None).await;
         let how = format!("served copy of tiny-chat (in-process): {what}");
         rows.push(Row::new(class, how, boundary, check).judge(&r));
         eprintln!("file fault {class}: {:.1} s", t.elapsed().as_secs_f64());
@@ -725,7 +726,7 @@ async fn client_row(rows: &mut Vec<Row>) {
     let mut text = std::fs::read_to_string(&suite).expect("suite");
     text.push_str("\n[client]\nrecording = \"../client.jsonl\"\n");
     std::fs::write(&suite, text).expect("write suite");
-    let r = gate(suite, Some(server.url())).await;
+    let r = gate_fail_fast(suite, Some(server.url())).await;
     server.stop().await.expect("stop");
     let how = "`chatgate proxy --record` in front of a healthy `chatgate serve`; the app posts to `/v1/completions` instead of `/v1/chat/completions`".to_string();
     rows.push(Row::new("client drift", how, "client", "client.endpoint").judge(&r));
@@ -777,7 +778,7 @@ async fn real_rows(rows: &mut Vec<Row>, python: Option<&Path>) {
     let t = Instant::now();
     let server = start_llama(python, &chat_gguf, &["--chat_format", "llama-2"]).await;
     let ws = Workspace::new();
-    let r = gate(ws.suite("llama-cpp-python"), Some(server.url.clone())).await;
+    let r = gate_fail_fast(ws.suite("llama-cpp-python"), Some(server.url.clone())).await;
     drop(server);
     rows.push(llama2.judge(&r));
     eprintln!(
@@ -789,7 +790,7 @@ async fn real_rows(rows: &mut Vec<Row>, python: Option<&Path>) {
     let base_gguf = Path::new(REPO).join("models/tiny-base/model.gguf");
     let server = start_llama(python, &base_gguf, &[]).await;
     let ws = Workspace::new();
-    let r = gate(ws.suite("llama-cpp-python"), Some(server.url.clone())).await;
+    let r = gate_fail_fast(ws.suite("llama-cpp-python"), Some(server.url.clone())).await;
     drop(server);
     rows.push(base.judge(&r));
     eprintln!(
@@ -821,7 +822,7 @@ async fn real_rows(rows: &mut Vec<Row>, python: Option<&Path>) {
         String::from_utf8_lossy(&lock.stderr)
     );
     let server = start_llama(python, &patched, &[]).await;
-    let r = gate(ws.suite("llama-cpp-python"), Some(server.url.clone())).await;
+    let r = gate_fail_fast(ws.suite("llama-cpp-python"), Some(server.url.clone())).await;
     drop(server);
     rows.push(eos.judge(&r));
     eprintln!(
@@ -1246,7 +1247,7 @@ mod real_shape {
             ),
         ] {
             let server = serve_model(&m.trained, &[Fault::BaseCheckpoint], Some(weights)).await;
-            let r = gate(suite.clone(), Some(server.url())).await;
+            let r = gate_fail_fast(suite.clone(), Some(server.url())).await;
             server.stop().await.expect("stop");
             if let Some(f) = r
                 .findings

@@ -19,7 +19,7 @@ use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use candle_transformers::models::{quantized_llama, quantized_qwen2, quantized_qwen3};
 use chatgate::endpoint::candle::CandleModel;
-use chatgate::standin::{build, requantize_gguf, rewrite_gguf, Options};
+use chatgate::standin::{build, requantize_gguf, rewrite_gguf, GgufParts, Options};
 use serde_json::{json, Value};
 
 use crate::common::families::Family;
@@ -311,35 +311,24 @@ fn relabel(
     extra: &[(&str, gguf_file::Value)],
     retensor: Retensor,
 ) {
-    let cpu = &Device::Cpu;
-    let mut f = std::fs::File::open(src).unwrap();
-    let ct = gguf_file::Content::read(&mut f).unwrap();
-    let mut meta: Vec<(String, gguf_file::Value)> = ct
-        .metadata
-        .iter()
-        .map(|(k, v)| match k.strip_prefix("llama.") {
-            Some(rest) => (format!("{arch}.{rest}"), v.clone()),
-            None if k == "general.architecture" => {
-                (k.clone(), gguf_file::Value::String(arch.into()))
-            }
-            None => (k.clone(), v.clone()),
-        })
-        .collect();
-    meta.extend(
+    let mut parts = GgufParts::read(src).unwrap();
+    for (k, v) in parts.metadata.iter_mut() {
+        if let Some(rest) = k.strip_prefix("llama.") {
+            *k = format!("{arch}.{rest}");
+        } else if k == "general.architecture" {
+            *v = gguf_file::Value::String(arch.into());
+        }
+    }
+    parts.metadata.extend(
         extra
             .iter()
             .map(|(k, v)| (format!("{arch}.{k}"), v.clone())),
     );
-    let tensors: Vec<(String, QTensor)> = ct
-        .tensor_infos
-        .keys()
-        .flat_map(|name| retensor(name, ct.tensor(&mut f, name, cpu).unwrap()))
+    parts.tensors = std::mem::take(&mut parts.tensors)
+        .into_iter()
+        .flat_map(|(name, t)| retensor(&name, t))
         .collect();
-    let meta_refs: Vec<(&str, &gguf_file::Value)> =
-        meta.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let tensor_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
-    let mut out = std::fs::File::create(dst).unwrap();
-    gguf_file::write(&mut out, &meta_refs, &tensor_refs).unwrap();
+    parts.write(dst).unwrap();
 }
 
 /// The same tensors.

@@ -347,7 +347,23 @@ impl Outcome {
 }
 
 fn gate(dir: &Path, update: bool) -> Outcome {
-    let (code, report) = crate::common::cli::gate(dir).update_if(update).run();
+    outcome(crate::common::cli::gate(dir).update_if(update).run())
+}
+
+/// A fault's gate, judged by its first new error against the healthy run's: `--fail-fast` when
+/// the healthy run raised none (the first broken boundary is then the first new error, and
+/// nothing after it is needed). Against a baseline with errors of its own the first new error
+/// may lie past the first broken boundary, so that gate runs whole.
+fn fault_gate(dir: &Path, baseline: &[(String, String)]) -> Outcome {
+    let args: &[&str] = if baseline.is_empty() {
+        &["--fail-fast"]
+    } else {
+        &[]
+    };
+    outcome(crate::common::cli::gate(dir).args(args).run())
+}
+
+fn outcome((code, report): (i32, Value)) -> Outcome {
     let errors = report["findings"]
         .as_array()
         .into_iter()
@@ -986,7 +1002,7 @@ fn fault_on_server(r: FaultRun) -> String {
     let dir = workspace.with_file_name(format!("{server:?}-{fault:?}"));
     crate::common::gate_workspace::copy_dir(workspace, &dir);
     redirect(&dir.join("suite.toml"), served, &running, server);
-    let o = gate(&dir, false);
+    let o = fault_gate(&dir, baseline);
     time.gate(&o);
     drop(running);
     let (ok, cell) = fault_cell(expected, &o, baseline);

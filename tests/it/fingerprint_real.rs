@@ -86,7 +86,11 @@ fn a_requantized_copy_of_real_weights_served_under_the_same_name_is_caught_at_th
     // (docs/checkpoint-at-scale.md records the figures, and what replay made of it).
     let kv = ["--type_k", "8", "--type_v", "8", "--flash_attn", "True"];
     let quantized_kv = llama_server::start(&py, &model, "smol", &kv);
-    let (_, report) = gate(&suite).target(&quantized_kv.url).run();
+    // Judged by the fingerprint and the first broken boundary: `--fail-fast` stops there.
+    let (_, report) = gate(&suite)
+        .target(&quantized_kv.url)
+        .args(&["--fail-fast"])
+        .run();
     let f = finding(&report, "checkpoint.fingerprint");
     assert_eq!(f["severity"], "pass", "{f:#}");
     let long = f["evidence"]["long reply"].as_str().unwrap_or_default();
@@ -109,7 +113,7 @@ fn a_requantized_copy_of_real_weights_served_under_the_same_name_is_caught_at_th
     std::fs::create_dir_all(requantized.parent().unwrap()).unwrap();
     std::fs::copy(real.join("smollm2-135m-instruct-q4_0.gguf"), &requantized).unwrap();
     let copy = llama_server::start(&py, &requantized, "smol", &[]);
-    let (code, report) = gate(&suite).target(&copy.url).run();
+    let (code, report) = gate(&suite).target(&copy.url).args(&["--fail-fast"]).run();
     assert_eq!(code, 1, "{report:#}");
     assert_eq!(
         report["first_broken"]["check"], "checkpoint.fingerprint",
@@ -117,6 +121,20 @@ fn a_requantized_copy_of_real_weights_served_under_the_same_name_is_caught_at_th
     );
     let f = finding(&report, "checkpoint.fingerprint");
     assert_eq!(f["severity"], "error", "{f:#}");
+    // It stopped there: the replay, the latency and every later boundary's requests were left
+    // out, and the report says so.
+    let note = finding(&report, "replay.not-run");
+    let said = note["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("stopped at the first broken boundary (checkpoint)")
+            && said.contains("server.long-prompt")
+            && said.contains("the replay of"),
+        "{note:#}"
+    );
+    assert!(
+        report["prompts"].as_array().is_none_or(|p| p.is_empty()),
+        "{report:#}"
+    );
     drop(copy);
 }
 

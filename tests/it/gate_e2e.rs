@@ -666,3 +666,103 @@ async fn an_echoed_api_key_appears_in_no_output() {
         );
     }
 }
+
+/// `gate --fail-fast` against a server whose stop set misses the turn terminator (a
+/// generation-config fault): the same exit code, first broken boundary and findings up to it
+/// as the whole run; nothing after it sent (no later boundary's checks, no replay, no latency),
+/// and the report says what was left out. On the healthy server it is the whole run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_fast_stops_at_the_first_broken_boundary_with_the_whole_runs_verdict() {
+    use chatgate::serve::Fault;
+    use chatgate::verdict::{Boundary, Severity};
+    let ws = Workspace::new();
+    let broken = serve_tiny_chat(&[Fault::DropEosStop]).await;
+    let whole = gate_smoke(&ws, Some(broken.url())).await;
+    let fast = gate_workspace::gate_fail_fast(ws.suite("smoke"), Some(broken.url())).await;
+    broken.stop().await.expect("stop");
+
+    assert_eq!(whole.exit_code.code(), 1, "{:?}", errors(&whole));
+    assert_eq!(fast.exit_code.code(), whole.exit_code.code());
+    let first = first_broken(&whole);
+    assert_eq!(
+        first.as_ref().map(|(b, _)| b.as_str()),
+        Some("generation-config"),
+        "{:?}",
+        errors(&whole)
+    );
+    assert_eq!(first_broken(&fast), first);
+    // Up to the broken boundary both runs judged the same checks the same way.
+    let upto = |r: &GateReport| -> Vec<(String, Severity)> {
+        let mut v: Vec<_> = r
+            .findings
+            .0
+            .iter()
+            .filter(|f| f.boundary <= Boundary::GenerationConfig)
+            .map(|f| (f.check.id.to_string(), f.severity))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(upto(&fast), upto(&whole));
+    // After it: nothing but the note, which lists what was left out.
+    let later: Vec<&str> = fast
+        .findings
+        .0
+        .iter()
+        .filter(|f| f.boundary > Boundary::GenerationConfig)
+        .map(|f| f.check.id)
+        .filter(|id| *id != "server.tool-call-parse")
+        .collect();
+    assert_eq!(later, ["replay.not-run"], "{:?}", fast.findings.0);
+    let note = gate_workspace::message_of(&fast, "replay.not-run");
+    assert!(
+        note.contains("stopped at the first broken boundary (generation-config)")
+            && note.contains("server.max-tokens")
+            && note.contains("the replay of")
+            && note.contains("the latency stage"),
+        "{note}"
+    );
+    assert!(!whole.prompts.is_empty() && !whole.latency.is_empty());
+    assert!(fast.prompts.is_empty() && fast.latency.is_empty());
+    let sent = |r: &GateReport| -> u64 { r.phases.iter().filter_map(|p| p.requests).sum() };
+    // Measured here: 81 requests against 146 (the probe pass and the checks up to the
+    // generation config are the same in both).
+    assert!(
+        sent(&fast) < sent(&whole),
+        "the fail-fast run sent {} requests, the whole run {}",
+        sent(&fast),
+        sent(&whole)
+    );
+
+    // On the healthy server nothing breaks, so nothing is left out.
+    let healthy = serve_tiny_chat(&[]).await;
+    let fast = gate_workspace::gate_fail_fast(ws.suite("smoke"), Some(healthy.url())).await;
+    healthy.stop().await.expect("stop");
+    assert_eq!(fast.exit_code.code(), 0, "{:?}", errors(&fast));
+    assert!(!fast.prompts.is_empty());
+    assert!(!fast
+        .findings
+        .0
+        .iter()
+        .any(|f| f.check.id == "replay.not-run"));
+}
+
+/// `--fail-fast` cannot go with `--update` (an accept needs the whole run) or a shard.
+#[test]
+fn fail_fast_refuses_update_and_shards() {
+    for extra in [
+        &["--update"][..],
+        &["--shard", "1/2", "--part", "p.json"][..],
+    ] {
+        let out = assert_cmd::Command::cargo_bin("chatgate")
+            .unwrap()
+            .args(["gate", "suites/smoke.toml", "--fail-fast"])
+            .args(extra)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains("--fail-fast"), "{extra:?}: {err}");
+    }
+}

@@ -41,6 +41,7 @@ async fn llama_cpp_python_passes_the_gate_and_its_quirks_are_findings() {
         shard: None,
         part: None,
         stack: None,
+        fail_fast: false,
     })
     .await
     .expect("the gate runs");
@@ -171,6 +172,7 @@ async fn a_strict_suite_fails_on_a_quirk() {
         shard: None,
         part: None,
         stack: None,
+        fail_fast: false,
     })
     .await
     .expect("the gate runs");

@@ -126,7 +126,8 @@ fn vllm_as_the_reference_server_fingerprints_the_served_checkpoint() {
     // checkpoint, by the reference server's teacher-forced logprobs.
     for (what, weights) in [("another seed", &other), ("an older step", &older)] {
         let served = Serve::start(weights, &[]);
-        let (code, report) = gate(&dir, &served.url, &[]);
+        // Judged at the checkpoint: nothing after it needs to run.
+        let (code, report) = gate(&dir, &served.url, &["--fail-fast"]);
         assert_eq!(code, 1, "{what}: {:?}", errors(&report));
         let (severity, message) = fingerprint(&report);
         assert_eq!(severity, "error", "{what}: {message}");
@@ -182,7 +183,7 @@ fn vllm_as_the_reference_server_fingerprints_the_served_checkpoint() {
     assert_eq!(severity, "pass", "{message}");
     assert!(message.contains("recorded reference"), "{message}");
     let served = Serve::start(&other, &[]);
-    let (code, report) = gate(&dir, &served.url, &[]);
+    let (code, report) = gate(&dir, &served.url, &["--fail-fast"]);
     assert_eq!(code, 1);
     assert_eq!(fingerprint(&report).0, "error", "{:?}", errors(&report));
 }

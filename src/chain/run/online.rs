@@ -1,14 +1,15 @@
-//! The online chain's driver: the probe pass, each boundary's own probes, then every
-//! boundary's judges in chain order (`ONLINE` in each boundary's folder), then the suite's
-//! policy.
+//! The online chain's driver: the probe pass, then every boundary's judges in chain order
+//! (`ONLINE` in each boundary's folder), each boundary's own probes just before its first
+//! judge, then the suite's policy.
 use std::time::Instant;
 
+use crate::chain::run::fail_fast::FailFast;
 use crate::chain::run::policy::apply_policy;
 use crate::chain::run::probes::{Judge, JudgeFn, Online, OnlineResult, Probe};
 use crate::chain::{checkpoint, generation, server, template, tokenizer};
 use crate::endpoint::openai::HttpTarget;
 use crate::error::Result;
-use crate::verdict::PhaseTime;
+use crate::verdict::{Boundary, PhaseTime};
 
 /// Every boundary's online judges, in chain order.
 fn judges() -> [&'static [Judge]; 5] {
@@ -22,23 +23,43 @@ fn judges() -> [&'static [Judge]; 5] {
 }
 
 /// Run every online check against the server. Err only when it cannot be reached at all
-/// (exit 3).
-pub async fn run(online: &Online<'_>, probes: &[Probe]) -> Result<OnlineResult> {
+/// (exit 3). With `fail_fast` (`gate --fail-fast`, holding the offline chain's findings), a
+/// boundary's own probes and each judge are left out once an earlier boundary is broken.
+pub async fn run(
+    online: &Online<'_>,
+    probes: &[Probe],
+    mut fail_fast: Option<FailFast>,
+) -> Result<OnlineResult> {
     let mut steps = Steps::from(online.http);
     let mut obs = online.gather(probes).await?;
     steps.mark("probe pass");
-    // The boundaries' own probes: a check the suite skips sends none (each gather asks).
-    obs.text_ids = tokenizer::online::gather(online.http).await;
-    steps.mark("tokenizer probes");
-    obs.fields = server::fields::gather(online, probes, obs.framing.as_ref()).await;
-    steps.mark("request-field probes");
-    obs.responses = server::responses::gather(online, probes).await;
-    steps.mark("/v1/responses probes");
     let server_section = &online.ctx.suite.file.server;
     let mut findings = Vec::new();
+    let mut gathered = (false, false);
     for judge in judges().into_iter().flatten() {
         if judge.checks.iter().all(|c| server_section.skips(c)) {
             continue;
+        }
+        if let Some(ff) = fail_fast.as_mut() {
+            ff.saw(&findings, server_section);
+            if !ff.runs(judge.checks) {
+                continue;
+            }
+        }
+        // A boundary's own probes go just before its first judge: a check the suite skips
+        // sends none (each gather asks), nor one a fail-fast run leaves out.
+        let boundary = judge.checks.first().map(|c| c.boundary);
+        if boundary >= Some(Boundary::Tokenizer) && !gathered.0 {
+            gathered.0 = true;
+            obs.text_ids = tokenizer::online::gather(online.http).await;
+            steps.mark("tokenizer probes");
+        }
+        if boundary >= Some(Boundary::Server) && !gathered.1 {
+            gathered.1 = true;
+            obs.fields = server::fields::gather(online, probes, obs.framing.as_ref()).await;
+            steps.mark("request-field probes");
+            obs.responses = server::responses::gather(online, probes).await;
+            steps.mark("/v1/responses probes");
         }
         findings.extend(judge.run(online, &obs).await);
         // Judges that only read take no time of their own: it lands in the next step.
@@ -47,6 +68,9 @@ pub async fn run(online: &Online<'_>, probes: &[Probe]) -> Result<OnlineResult> 
         }
     }
     apply_policy(&mut findings, server_section);
+    if let Some(ff) = fail_fast.as_mut() {
+        ff.saw(&findings, server_section);
+    }
     let determinism = obs
         .runs
         .iter()
@@ -58,6 +82,7 @@ pub async fn run(online: &Online<'_>, probes: &[Probe]) -> Result<OnlineResult> 
         determinism,
         server_day,
         steps: steps.done(),
+        fail_fast,
     })
 }
 

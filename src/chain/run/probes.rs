@@ -313,6 +313,8 @@ pub struct OnlineResult {
     /// Where the online chain's time went: the probe pass, each boundary's own probes, each
     /// check that sends requests.
     pub steps: Vec<crate::verdict::PhaseTime>,
+    /// A fail-fast run's state after the online chain (`gate --fail-fast`).
+    pub fail_fast: Option<crate::chain::run::fail_fast::FailFast>,
 }
 
 /// The checkpoint the server's behaviour is compared with.

@@ -131,11 +131,21 @@ pub async fn gate_with(suite: PathBuf, target: Option<String>, update: bool) -> 
         suite,
         target,
         update,
-        progress: false,
-        deadline_s: None,
-        shard: None,
-        part: None,
-        stack: None,
+        ..GateOptions::default()
+    })
+    .await
+    .expect("the gate runs")
+}
+
+/// `gate --fail-fast`: the same exit code and first broken boundary as [`gate`], without the
+/// checks, replay and latency after it. For a fault's gate, which is judged by its first broken
+/// boundary alone.
+pub async fn gate_fail_fast(suite: PathBuf, target: Option<String>) -> GateReport {
+    gate::run(&GateOptions {
+        suite,
+        target,
+        fail_fast: true,
+        ..GateOptions::default()
     })
     .await
     .expect("the gate runs")
