@@ -54,7 +54,12 @@ pub async fn run(
             obs.text_ids = tokenizer::online::gather(online.http).await;
             steps.mark("tokenizer probes");
         }
-        if boundary >= Some(Boundary::Server) && !gathered.1 {
+        // A fail-fast run that stopped before the server still runs the judges that can blame
+        // an earlier boundary (they need no server probe for that): none is sent for them.
+        let server_probes = !fail_fast
+            .as_ref()
+            .is_some_and(|ff| ff.stops_before(Boundary::Server));
+        if boundary >= Some(Boundary::Server) && server_probes && !gathered.1 {
             gathered.1 = true;
             obs.fields = server::fields::gather(online, probes, obs.framing.as_ref()).await;
             steps.mark("request-field probes");
