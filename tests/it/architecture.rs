@@ -413,3 +413,38 @@ fn each_boundary_alias_selects_its_groups_modules() {
         }
     }
 }
+
+/// Every judge that files a finding at an earlier boundary than its check's (`.blaming(`) is
+/// listed in `fail_fast::BLAMES_EARLIER`, so `gate --fail-fast` never leaves it out while that
+/// earlier boundary could still be the first broken one.
+#[test]
+fn every_judge_that_blames_an_earlier_boundary_is_known_to_fail_fast() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut calls = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.contains(".blaming(") && !line.trim_start().starts_with("//") {
+                calls.push(format!("{}:{}", f.display(), n + 1));
+            }
+        }
+    }
+    let listed = chatgate::chain::run::fail_fast::BLAMES_EARLIER;
+    assert!(
+        !calls.is_empty() && calls.len() <= listed.len(),
+        "{} `.blaming(` call(s) in src/ ({}) and {} check(s) in fail_fast::BLAMES_EARLIER: list the \
+         check of each judge that blames an earlier boundary there",
+        calls.len(),
+        calls.join(", "),
+        listed.len()
+    );
+    for (id, boundary) in listed {
+        let check = chatgate::verdict::checks::find(id)
+            .unwrap_or_else(|| panic!("BLAMES_EARLIER names {id}, which is no check"));
+        assert!(
+            *boundary < check.boundary,
+            "{id} blames {boundary:?}, not an earlier boundary"
+        );
+    }
+}

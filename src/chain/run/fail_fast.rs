@@ -12,15 +12,19 @@ use crate::suite::ServerSection;
 use crate::verdict::checks::{self, Check};
 use crate::verdict::{Boundary, Finding, Severity};
 
-/// The earliest boundary `check`'s judge can file at: its own, or an earlier one it may blame
-/// ([`Finding::blaming`]: a template that never renders the offered tools makes
-/// `server.tool-call-parse` a template finding).
+/// The checks whose judge may file at an earlier boundary than the check's own
+/// ([`Finding::blaming`]), and that boundary: a template that never renders the offered tools
+/// makes `server.tool-call-parse` a template finding. A judge that blames earlier and is not
+/// here could be left out by a fail-fast run that then names a later boundary than the whole
+/// run (tests/it/architecture.rs counts the `blaming` calls against this list).
+pub static BLAMES_EARLIER: &[(&str, Boundary)] = &[("server.tool-call-parse", Boundary::Template)];
+
+/// The earliest boundary `check`'s judge can file at: its own, or the one it may blame.
 pub fn earliest(check: &Check) -> Boundary {
-    if check == checks::SERVER_TOOL_CALL_PARSE {
-        Boundary::Template
-    } else {
-        check.boundary
-    }
+    BLAMES_EARLIER
+        .iter()
+        .find(|(id, _)| *id == check.id)
+        .map_or(check.boundary, |(_, b)| *b)
 }
 
 /// Where a fail-fast run stands: the first broken boundary of what has run, and what was left
