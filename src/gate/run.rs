@@ -239,7 +239,8 @@ async fn stages(
                     findings.push(note);
                     progress.finish();
                     crate::chain::run::policy::apply_policy(&mut findings.0, &suite.file.server);
-                    return Ok(finish(report, findings, started, 1));
+                    let code = if findings.has_errors() { 1 } else { 0 };
+                    return Ok(finish(report, findings, started, code));
                 }
                 d
             }

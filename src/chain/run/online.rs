@@ -36,12 +36,15 @@ pub async fn run(
     let server_section = &online.ctx.suite.file.server;
     let mut findings = Vec::new();
     let mut gathered = (false, false);
+    let mut judged = 0;
     for judge in judges().into_iter().flatten() {
         if judge.checks.iter().all(|c| server_section.skips(c)) {
             continue;
         }
         if let Some(ff) = fail_fast.as_mut() {
-            ff.saw(&findings, server_section);
+            // Only what the last judge added: what came before is already taken in.
+            ff.saw(&findings[judged..], server_section);
+            judged = findings.len();
             if !ff.runs(judge.checks) {
                 continue;
             }
@@ -72,10 +75,10 @@ pub async fn run(
             steps.mark(check.id);
         }
     }
-    apply_policy(&mut findings, server_section);
     if let Some(ff) = fail_fast.as_mut() {
-        ff.saw(&findings, server_section);
+        ff.saw(&findings[judged..], server_section);
     }
+    apply_policy(&mut findings, server_section);
     let determinism = obs
         .runs
         .iter()
