@@ -45,7 +45,15 @@ pub const GGUF_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "phi3", "smollm3", "granite", "olmo2", "gemma2", "gemma3",
 ];
 /// The config.json `model_type`s the candle target runs.
-pub const HF_MODEL_TYPES: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2"];
+pub const HF_MODEL_TYPES: &[&str] = &[
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "phi3",
+    "gemma2",
+    "gemma3_text",
+];
 
 /// The ggml tensor types candle 0.11.1 reads (`GgmlDType::from_u32`): F32, F16, Q4_0, Q4_1,
 /// Q5_0, Q5_1, Q8_0, Q8_1, the K-quants and BF16. Not the i-quants (IQ4_XS, IQ3_M, … of

@@ -72,6 +72,7 @@ pub(super) const ARCHITECTURES: &[(&str, &str)] = &[
     ("qwen3", "Qwen3ForCausalLM"),
     ("phi3", "Phi3ForCausalLM"),
     ("gemma2", "Gemma2ForCausalLM"),
+    ("gemma3_text", "Gemma3ForCausalLM"),
 ];
 
 /// Largest source file read (tokenizer.json of 256k-token vocabularies is ~20 MB).
@@ -461,12 +462,14 @@ pub(super) fn substitute(
     let Some(original) = class(config) else {
         return Ok(None);
     };
-    // Another Gemma (gemma3_text, ...) tries gemma2 first: the same family's chat markup and
-    // embedding scale, whatever tokenizer class it names.
+    // Another Gemma (gemma3 with its vision tower, gemma4, ...) tries the Gemmas first, its
+    // own generation's before the other: the same family's chat markup and embedding scale,
+    // whatever tokenizer class it names.
     let source_type = config["model_type"].as_str().unwrap_or_default();
     let mut order: Vec<&str> = ARCHITECTURES.iter().map(|(m, _)| *m).collect();
     if source_type.starts_with("gemma") {
-        order.sort_by_key(|m| *m != "gemma2");
+        let generation = source_type.get(..6).unwrap_or(source_type);
+        order.sort_by_key(|m| (!m.starts_with("gemma"), !m.starts_with(generation)));
     }
     for mt in order {
         let mut c = config.clone();
@@ -602,7 +605,9 @@ pub(super) fn tiny_config(
     c.insert("num_key_value_heads".into(), json!(kv_heads));
     c.insert("head_dim".into(), json!(o.hidden / heads));
     c.insert("max_position_embeddings".into(), json!(max_pos));
-    if model_type == "gemma2" {
+    if model_type == "gemma3_text" {
+        gemma3_keys(&mut c, &src, o.hidden / heads, max_pos);
+    } else if model_type == "gemma2" {
         // Gemma2Config: GELU (tanh), scores and logits capped by tanh, queries scaled by
         // query_pre_attn_scalar — set to head_dim, the scale llama.cpp and candle apply for
         // every Gemma-2 but the 27B — a sliding window on every other layer, and the output
@@ -635,7 +640,10 @@ pub(super) fn tiny_config(
             .cloned()
             .unwrap_or(json!(10000.0)),
     );
-    c.insert("tie_word_embeddings".into(), json!(model_type == "gemma2"));
+    c.insert(
+        "tie_word_embeddings".into(),
+        json!(model_type.starts_with("gemma")),
+    );
     c.insert("torch_dtype".into(), json!("float32"));
     c.insert("initializer_range".into(), json!(0.02));
     c.insert("attention_dropout".into(), json!(0.0));
@@ -682,4 +690,30 @@ pub(super) fn tiny_config(
         }),
     );
     Value::Object(c)
+}
+
+/// Gemma3TextConfig's own keys for a tiny stand-in, as every stack reads them alike: GELU
+/// (tanh), queries scaled by `query_pre_attn_scalar` = head_dim (every Gemma 3 but the 27B),
+/// per-head Q and K norms (in the weights), no soft-capping, the source's sliding window (512
+/// for the 270M; within the context), five layers in six sliding — llama.cpp fixes that
+/// pattern and the sliding layers' rotary base of 10,000 for `gemma3` files, so the stand-in
+/// keeps both — and the global layers' base from the source (1,000,000).
+fn gemma3_keys(c: &mut Map<String, Value>, src: &Value, head_dim: usize, max_pos: u64) {
+    c.insert("architectures".into(), json!(["Gemma3ForCausalLM"]));
+    c.insert("hidden_activation".into(), json!("gelu_pytorch_tanh"));
+    c.insert("query_pre_attn_scalar".into(), json!(head_dim));
+    c.insert("attn_logit_softcapping".into(), Value::Null);
+    c.insert("final_logit_softcapping".into(), Value::Null);
+    c.insert("attention_bias".into(), json!(false));
+    let window = src["sliding_window"].as_u64().unwrap_or(512).min(max_pos);
+    c.insert("sliding_window".into(), json!(window));
+    c.insert("sliding_window_pattern".into(), json!(6));
+    let global = src
+        .pointer("/rope_parameters/full_attention/rope_theta")
+        .or_else(|| src.get("rope_theta"))
+        .and_then(Value::as_f64)
+        .unwrap_or(1_000_000.0);
+    c.insert("rope_theta".into(), json!(global));
+    c.insert("rope_local_base_freq".into(), json!(10_000.0));
+    c.insert("rms_norm_eps".into(), json!(1e-6));
 }

@@ -49,6 +49,7 @@ pub fn write(
         "qwen3" => "qwen3",
         "phi3" => "phi3",
         "gemma2" => "gemma2",
+        "gemma3_text" => "gemma3",
         _ => "llama",
     };
     let mut notes = Vec::new();
@@ -66,7 +67,7 @@ pub fn write(
     // LlamaModel, Phi3MiniModel and Gemma2Model write a SentencePiece vocabulary; Qwen's are
     // BPE.
     let sentencepiece =
-        matches!(architecture, "llama" | "phi3" | "gemma2") && is_sentencepiece_bpe(&tj);
+        matches!(architecture, "llama" | "phi3" | "gemma2" | "gemma3") && is_sentencepiece_bpe(&tj);
     let (model, pre) = if sentencepiece {
         meta.extend(spm_vocab(&tj, tokenizer_config, shape.vocab, &mut notes)?);
         ("llama".to_string(), "default".to_string())
@@ -160,6 +161,13 @@ fn hparams(arch: &str, name: &str, config: &Value, s: &Shape) -> Meta {
             for key in ["attn_logit_softcapping", "final_logit_softcapping"] {
                 m.push((k(key), V::F32(f(key, 0.0))));
             }
+            let window = config["sliding_window"].as_u64().unwrap_or(0) as u32;
+            m.push((k("attention.sliding_window"), V::U32(window)));
+        }
+        // Gemma3Model.set_gguf_parameters (no soft-capping: the stand-in has none).
+        "gemma3" => {
+            m.push((k("attention.key_length"), V::U32(s.head_dim as u32)));
+            m.push((k("attention.value_length"), V::U32(s.head_dim as u32)));
             let window = config["sliding_window"].as_u64().unwrap_or(0) as u32;
             m.push((k("attention.sliding_window"), V::U32(window)));
         }
@@ -631,7 +639,7 @@ fn gguf_tensors(
     architecture: &str,
 ) -> candle_core::Result<Vec<(String, QTensor)>> {
     let permute = architecture == "llama";
-    let gemma = architecture == "gemma2";
+    let gemma = matches!(architecture, "gemma2" | "gemma3");
     let mut names: Vec<(String, String)> = vec![
         (
             "model.embed_tokens.weight".into(),
@@ -687,7 +695,8 @@ fn gguf_tensors(
         } else if permute && gg.ends_with("attn_k.weight") {
             w = permute_qk(&w, s.kv_heads)?;
         } else if gemma && gg.ends_with("norm.weight") {
-            // Gemma2Model.modify_tensors: llama.cpp multiplies by the weight itself.
+            // Gemma2Model/Gemma3Model.modify_tensors: llama.cpp multiplies by the weight
+            // itself (every norm, Gemma 3's per-head Q and K norms too).
             w = (w + 1.0)?;
         }
         out.push((gg, QTensor::quantize(&w, GgmlDType::F32)?));

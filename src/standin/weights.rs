@@ -66,6 +66,11 @@ impl Shape {
         }
     }
 
+    /// Gemma-2 and Gemma 3: norms that multiply by 1 + w, and a tied head.
+    pub fn gemma(&self) -> bool {
+        matches!(self.model_type.as_str(), "gemma2" | "gemma3_text")
+    }
+
     /// Qwen2 has biases on q, k and v.
     pub fn qkv_bias(&self) -> bool {
         self.model_type == "qwen2"
@@ -74,7 +79,7 @@ impl Shape {
     /// The output head is the embedding matrix: Gemma-2's always, and any config that says so
     /// (a real-shape stand-in keeps the real config's `tie_word_embeddings`).
     pub fn tied(&self) -> bool {
-        self.model_type == "gemma2" || self.tie_word_embeddings
+        self.gemma() || self.tie_word_embeddings
     }
 }
 
@@ -231,7 +236,7 @@ pub(super) fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<St
     // Attention as strong as the embedding, so the context moves the next word; the MLP weaker.
     let attn = 1.0 / (h as f32).sqrt();
     let mlp = 0.5 / (h as f32).sqrt();
-    let gemma = s.model_type == "gemma2";
+    let gemma = s.gemma();
     t.insert(
         "model.embed_tokens.weight".to_string(),
         random(rng, &[s.vocab, h], 1.0)?,
@@ -304,6 +309,17 @@ pub(super) fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<St
         if s.model_type == "qwen3" {
             t.insert(format!("{p}.self_attn.q_norm.weight"), ones(s.head_dim)?);
             t.insert(format!("{p}.self_attn.k_norm.weight"), ones(s.head_dim)?);
+        }
+        if s.model_type == "gemma3_text" {
+            // Gemma 3's per-head norms, 1 + 0.
+            t.insert(
+                format!("{p}.self_attn.q_norm.weight"),
+                filled(s.head_dim, 0.0)?,
+            );
+            t.insert(
+                format!("{p}.self_attn.k_norm.weight"),
+                filled(s.head_dim, 0.0)?,
+            );
         }
         t.insert(format!("{p}.mlp.gate_proj.weight"), gate);
         t.insert(format!("{p}.mlp.up_proj.weight"), up);

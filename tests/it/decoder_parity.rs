@@ -430,6 +430,48 @@ async fn smollm3_granite_and_olmo2_ggufs_in_process_agree_with_llama_cpp() {
     }
 }
 
+/// Gemma 3 from safetensors (`gemma3_text`) in-process against real llama.cpp on the GGUF the
+/// stand-in writer converts from the same folder (every norm `1 + w`, per-head Q and K norms,
+/// `gemma3.attention.sliding_window`): six layers, so one is global, with the window cut to 32
+/// positions and a prompt of ~200 tokens, so five layers in six look back 32 tokens and the
+/// sixth at everything. Both the writer's file and the in-process decoder are held to
+/// llama.cpp, within float noise. (The real weights are held to transformers in
+/// tests/it/fingerprint_real.rs.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gemma3_checkpoint_in_process_agrees_with_llama_cpp_on_its_gguf() {
+    let Some(py) = llama_server::python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let family = crate::common::families::GEMMA3;
+    let built = build(&Options {
+        from: family.source(&dir.path().join("source")),
+        out: dir.path().join("gemma3"),
+        seed: 5,
+        layers: 6,
+        hidden: 64,
+        head_dim: 16,
+        real_shape: false,
+        force: false,
+        reply: None,
+    })
+    .unwrap();
+    reconfigure(&built.out, |c| c["sliding_window"] = json!(32));
+    let text: String = (0..20)
+        .map(|i| format!("Line {i}: the lamp is {}. ", ["on", "off", "dim"][i % 3]))
+        .collect();
+    let prompts = [("Once upon a time", 8), (text.as_str(), 8)];
+    let theirs = llama_server::start(&py, &built.out.join("model.gguf"), "gemma3", &[]);
+    let ours = crate::common::gate_workspace::serve_with(chatgate::serve::ServeOptions {
+        model: built.out.clone(),
+        model_name: Some("gemma3".into()),
+        ..Default::default()
+    })
+    .await;
+    within_float_noise("gemma3_text", &theirs.url, &ours.url(), "gemma3", &prompts).await;
+    ours.stop().await.expect("stop the server");
+}
+
 /// A LongRoPE factor table one value short (llama.cpp's loader wants `n_rot / 2`).
 fn short_factors(name: &str, t: QTensor) -> Vec<(String, QTensor)> {
     if name != "rope_factors_short.weight" {

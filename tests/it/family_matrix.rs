@@ -103,6 +103,7 @@ const FAMILIES: &[(Family, bool)] = &[
         false,
     ),
     (crate::common::families::GEMMA2, true),
+    (crate::common::families::GEMMA3, false),
 ];
 
 /// Healthy cells that fail on a true finding about the source, reviewed: the row, the cell, and
@@ -133,7 +134,8 @@ const REVIEWED_HEALTHY: &[(&str, &str, &str)] = &[
 /// Gemma-2 on llama.cpp runs in the llama-server column instead, whose logprobs are computed in
 /// C++.
 fn not_in_ci(fam: &Family, server: Server) -> Option<String> {
-    (server == Server::LlamaCppPython && fam.name == crate::common::families::GEMMA2.name).then(|| {
+    let gemma_vocabulary = fam.model == crate::common::families::GEMMA2.model;
+    (server == Server::LlamaCppPython && gemma_vocabulary).then(|| {
         "not run in CI: its logprobs sort the 256k vocabulary in Python, 0.55 s/token (llama-server column)".to_string()
     })
 }
@@ -1391,4 +1393,6 @@ family_tests! {
     mistral_nemo_template: FAMILIES[8].0 => [in_process, chatgate_serve, llama_cpp_python, transformers_serve];
     // llama-cpp-python: not in CI (not_in_ci says why; the page's cell says the same).
     gemma2: FAMILIES[9].0 => [in_process, chatgate_serve, transformers_serve];
+    // llama-cpp-python: not in CI, as gemma2.
+    gemma3: FAMILIES[10].0 => [in_process, chatgate_serve, transformers_serve];
 }

@@ -15,8 +15,8 @@ use crate::common::families::Family;
 use serde_json::{json, Value};
 
 /// Corpus models a stand-in is built from (gpt2-xl's architecture is not one yet), the phi3
-/// and qwen3 architectures on corpus tokenizers, and Gemma-2 (its real tokenizer and template,
-/// its config's values).
+/// and qwen3 architectures on corpus tokenizers, Gemma-2 (its real tokenizer and template, its
+/// config's values) and Gemma 3's architecture and template on that tokenizer.
 const FAMILIES: &[Family] = &[
     Family::corpus("TinyLlama-1.1B-Chat-v1.0", "TinyLlama-1.1B-Chat-v1.0"),
     Family::corpus("Mistral-7B-Instruct-v0.3", "Mistral-7B-Instruct-v0.3"),
@@ -36,6 +36,7 @@ const FAMILIES: &[Family] = &[
         template: None,
     },
     crate::common::families::GEMMA2,
+    crate::common::families::GEMMA3,
 ];
 
 fn corpus(name: &str) -> PathBuf {
@@ -203,6 +204,7 @@ fn every_family_builds_runs_and_talks() {
             built.gguf_architecture.as_deref(),
             Some(match cfg["model_type"].as_str().unwrap() {
                 "mistral" => "llama",
+                "gemma3_text" => "gemma3",
                 other => other,
             }),
             "{name}: the GGUF keeps the architecture"

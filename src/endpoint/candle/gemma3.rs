@@ -25,6 +25,7 @@
 //! (`is_masked_swa`, standard type).
 use candle_core::quantized::{gguf_file, QTensor};
 use candle_core::{DType, Device, Module, Result, Tensor};
+
 use candle_transformers::quantized_nn::RmsNorm;
 
 use super::attention::{attend, attention_mask, check_positions, Pairs, Rope};
@@ -64,6 +65,7 @@ pub struct Gemma3 {
     kv_heads: usize,
     head_dim: usize,
     attn_scale: f64,
+    final_softcap: Option<f64>,
     layers: Vec<Layer>,
     local: Rope,
     global: Rope,
@@ -72,14 +74,58 @@ pub struct Gemma3 {
     ctx: usize,
 }
 
-impl Gemma3 {
-    /// Loads the weights of `ct`, rotary tables for `ctx` positions.
-    pub fn from_gguf<R: std::io::Seek + std::io::Read>(
-        ct: &gguf_file::Content,
-        reader: &mut R,
-        ctx: usize,
-    ) -> Result<Gemma3> {
-        let cpu = &Device::Cpu;
+/// What decides Gemma 3's shapes and arithmetic, read from a GGUF's `gemma3.*` metadata or a
+/// checkpoint's config.json (`Gemma3TextConfig`).
+#[derive(Debug, Clone)]
+pub struct Shape {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub embd: usize,
+    pub blocks: usize,
+    pub head_dim: usize,
+    /// `Some(window)` for each sliding layer, `None` for a global one.
+    pub windows: Vec<Option<usize>>,
+    pub eps: f64,
+    pub global_base: f32,
+    pub local_base: f32,
+    /// Positions divided by this on the global layers (linear `rope_scaling`).
+    pub global_scale: f32,
+    pub attn_scale: f64,
+    /// A tanh cap on the output logits (`final_logit_softcapping`; Gemma 3 ships none).
+    pub final_softcap: Option<f64>,
+}
+
+/// Where the weights come from: the tensor of each llama.cpp name (`blk.0.attn_q.weight`), a
+/// norm's already as llama.cpp stores it (Gemma's `1 + weight`).
+pub trait Weights {
+    fn get(&mut self, name: &str) -> Result<QTensor>;
+    fn has(&self, name: &str) -> bool;
+    /// The embedding table, looked up row by row (F16 where the source is quantized).
+    fn embeddings(&mut self) -> Result<Tensor>;
+}
+
+struct GgufWeights<'a, R> {
+    ct: &'a gguf_file::Content,
+    reader: &'a mut R,
+}
+
+impl<R: std::io::Seek + std::io::Read> Weights for GgufWeights<'_, R> {
+    fn get(&mut self, name: &str) -> Result<QTensor> {
+        self.ct.tensor(self.reader, name, &Device::Cpu)
+    }
+    fn has(&self, name: &str) -> bool {
+        self.ct.tensor_infos.contains_key(name)
+    }
+    fn embeddings(&mut self) -> Result<Tensor> {
+        // F16: half the memory of F32 (the 262k × 640 table of the 270M model is 335 MB),
+        // widened row by row when looked up.
+        self.get("token_embd.weight")?.dequantize_f16(&Device::Cpu)
+    }
+}
+
+impl Shape {
+    /// From a GGUF's metadata, as llama.cpp's `llm_build_gemma3` reads it.
+    pub fn from_gguf(ct: &gguf_file::Content) -> Result<Shape> {
         let md = |k: &str| ct.metadata.get(&format!("gemma3.{k}"));
         let uint = |k: &str| -> Result<usize> {
             match md(k) {
@@ -89,17 +135,11 @@ impl Gemma3 {
         };
         let float = |k: &str| md(k).and_then(|v| v.to_f32().ok());
         let heads = uint("attention.head_count")?;
-        let kv_heads = uint("attention.head_count_kv")?;
         let embd = uint("embedding_length")?;
         let blocks = uint("block_count")?;
         let head_dim = uint("attention.key_length")?;
         let window = uint("attention.sliding_window")?;
         let global_every = uint("attention.sliding_window_pattern").unwrap_or(DEFAULT_GLOBAL_EVERY);
-        let eps = float("attention.layer_norm_rms_epsilon").unwrap_or(1e-6) as f64;
-        let global_base = float("rope.freq_base").unwrap_or(1_000_000.0);
-        let local_base = float("rope.freq_base_swa")
-            .or_else(|| float("rope.local_freq_base"))
-            .unwrap_or(DEFAULT_LOCAL_ROPE_BASE);
         let global_scale = match md("rope.scaling.type").and_then(|v| v.to_string().ok()) {
             Some(t) if t == "linear" => float("rope.scaling.factor").unwrap_or(1.0),
             _ => 1.0,
@@ -109,52 +149,106 @@ impl Gemma3 {
         } else {
             1.0 / (head_dim as f64).sqrt()
         };
-        let tensor = |r: &mut R, name: &str| ct.tensor(r, name, cpu);
-        let norm = |r: &mut R, name: &str| -> Result<RmsNorm> {
-            RmsNorm::from_qtensor(tensor(r, name)?, eps)
+        Ok(Shape {
+            heads,
+            kv_heads: uint("attention.head_count_kv")?,
+            embd,
+            blocks,
+            head_dim,
+            windows: (0..blocks)
+                .map(|i| ((i + 1) % global_every.max(1) != 0).then_some(window))
+                .collect(),
+            eps: float("attention.layer_norm_rms_epsilon").unwrap_or(1e-6) as f64,
+            global_base: float("rope.freq_base").unwrap_or(1_000_000.0),
+            local_base: float("rope.freq_base_swa")
+                .or_else(|| float("rope.local_freq_base"))
+                .unwrap_or(DEFAULT_LOCAL_ROPE_BASE),
+            global_scale,
+            attn_scale,
+            final_softcap: None,
+        })
+    }
+}
+
+impl Gemma3 {
+    /// Loads the weights of `ct`, rotary tables for `ctx` positions.
+    pub fn from_gguf<R: std::io::Seek + std::io::Read>(
+        ct: &gguf_file::Content,
+        reader: &mut R,
+        ctx: usize,
+    ) -> Result<Gemma3> {
+        Self::build(&Shape::from_gguf(ct)?, &mut GgufWeights { ct, reader }, ctx)
+    }
+
+    /// The model of `shape` from `weights`, rotary tables for `ctx` positions.
+    pub fn build(shape: &Shape, weights: &mut dyn Weights, ctx: usize) -> Result<Gemma3> {
+        let eps = shape.eps;
+        let mut norm =
+            |name: &str| -> Result<RmsNorm> { RmsNorm::from_qtensor(weights.get(name)?, eps) };
+        let mut parts = Vec::with_capacity(shape.blocks);
+        for i in 0..shape.blocks {
+            let name = |t: &str| format!("blk.{i}.{t}.weight");
+            parts.push([
+                norm(&name("attn_q_norm"))?,
+                norm(&name("attn_k_norm"))?,
+                norm(&name("attn_norm"))?,
+                norm(&name("post_attention_norm"))?,
+                norm(&name("ffn_norm"))?,
+                norm(&name("post_ffw_norm"))?,
+            ]);
+        }
+        let final_norm = norm("output_norm.weight")?;
+        let head = match weights.has("output.weight") {
+            true => "output.weight",
+            false => "token_embd.weight",
         };
         let mut budget = MAX_TILED_BYTES;
-        let mut matmul = |t: QTensor| Linear::new(t, &mut budget);
-        // The embeddings as F16: half the memory of F32 (the 262k × 640 table of the 270M
-        // model is 335 MB), widened row by row when looked up.
-        let embeddings = tensor(reader, "token_embd.weight")?.dequantize_f16(cpu)?;
-        let output = match ct.tensor_infos.contains_key("output.weight") {
-            true => tensor(reader, "output.weight")?,
-            false => tensor(reader, "token_embd.weight")?,
-        };
-        let mut layers = Vec::with_capacity(blocks);
-        for i in 0..blocks {
+        let mut matmul = |name: &str| Linear::new(weights.get(name)?, &mut budget);
+        let mut layers = Vec::with_capacity(shape.blocks);
+        for (i, [q_norm, k_norm, attn_norm, post_attn_norm, ffn_norm, post_ffn_norm]) in
+            parts.into_iter().enumerate()
+        {
             let name = |t: &str| format!("blk.{i}.{t}.weight");
             layers.push(Layer {
-                q: matmul(tensor(reader, &name("attn_q"))?)?,
-                k: matmul(tensor(reader, &name("attn_k"))?)?,
-                v: matmul(tensor(reader, &name("attn_v"))?)?,
-                o: matmul(tensor(reader, &name("attn_output"))?)?,
-                q_norm: norm(reader, &name("attn_q_norm"))?,
-                k_norm: norm(reader, &name("attn_k_norm"))?,
-                attn_norm: norm(reader, &name("attn_norm"))?,
-                post_attn_norm: norm(reader, &name("post_attention_norm"))?,
-                ffn_norm: norm(reader, &name("ffn_norm"))?,
-                post_ffn_norm: norm(reader, &name("post_ffw_norm"))?,
-                gate: matmul(tensor(reader, &name("ffn_gate"))?)?,
-                up: matmul(tensor(reader, &name("ffn_up"))?)?,
-                down: matmul(tensor(reader, &name("ffn_down"))?)?,
-                window: ((i + 1) % global_every != 0).then_some(window),
+                q: matmul(&name("attn_q"))?,
+                k: matmul(&name("attn_k"))?,
+                v: matmul(&name("attn_v"))?,
+                o: matmul(&name("attn_output"))?,
+                q_norm,
+                k_norm,
+                attn_norm,
+                post_attn_norm,
+                ffn_norm,
+                post_ffn_norm,
+                gate: matmul(&name("ffn_gate"))?,
+                up: matmul(&name("ffn_up"))?,
+                down: matmul(&name("ffn_down"))?,
+                window: shape.windows.get(i).copied().flatten(),
                 cache: None,
             });
         }
+        let output = matmul(head)?;
+        let hd = shape.head_dim;
         Ok(Gemma3 {
-            embeddings,
-            embd,
-            heads,
-            kv_heads,
-            head_dim,
-            attn_scale,
+            embeddings: weights.embeddings()?,
+            embd: shape.embd,
+            heads: shape.heads,
+            kv_heads: shape.kv_heads,
+            head_dim: hd,
+            attn_scale: shape.attn_scale,
+            final_softcap: shape.final_softcap,
             layers,
-            local: Rope::new(Pairs::Neox, head_dim, local_base, 1.0, None, ctx)?,
-            global: Rope::new(Pairs::Neox, head_dim, global_base, global_scale, None, ctx)?,
-            norm: norm(reader, "output_norm.weight")?,
-            output: matmul(output)?,
+            local: Rope::new(Pairs::Neox, hd, shape.local_base, 1.0, None, ctx)?,
+            global: Rope::new(
+                Pairs::Neox,
+                hd,
+                shape.global_base,
+                shape.global_scale,
+                None,
+                ctx,
+            )?,
+            norm: final_norm,
+            output,
             ctx,
         })
     }
@@ -190,7 +284,11 @@ impl Gemma3 {
             x = (h + x1)?;
         }
         let last = x.narrow(1, seq - 1, 1)?;
-        self.output.forward(&self.norm.forward(&last)?)
+        let logits = self.output.forward(&self.norm.forward(&last)?)?;
+        match self.final_softcap {
+            Some(cap) => (logits / cap)?.tanh()? * cap,
+            None => Ok(logits),
+        }
     }
 
     fn attention(&mut self, i: usize, x: &Tensor, pos: usize) -> Result<Tensor> {
@@ -232,5 +330,67 @@ impl Gemma3 {
         ));
         let out = attend(&q, k, v, self.attn_scale, mask)?;
         self.layers[i].o.forward(&out)
+    }
+}
+
+/// A Gemma 3 text checkpoint's tensors (`Gemma3ForCausalLM`, transformers' names), given to
+/// [`Gemma3::build`] under llama.cpp's names as float matrices: its converter's renaming, and
+/// its `+ 1` on every norm (transformers' `Gemma3RMSNorm` multiplies by `1 + weight`; llama.cpp
+/// stores the sum).
+pub struct HfWeights<'a> {
+    pub vb: candle_nn::VarBuilder<'a>,
+}
+
+/// llama.cpp's name of a Gemma 3 tensor → transformers', and whether it is a norm.
+fn hf_name(gguf: &str) -> (String, bool) {
+    let fixed = match gguf {
+        "token_embd.weight" => Some(("model.embed_tokens.weight", false)),
+        "output.weight" => Some(("lm_head.weight", false)),
+        "output_norm.weight" => Some(("model.norm.weight", true)),
+        _ => None,
+    };
+    if let Some((n, norm)) = fixed {
+        return (n.to_string(), norm);
+    }
+    let rest = gguf.strip_prefix("blk.").unwrap_or(gguf);
+    let (layer, part) = rest.split_once('.').unwrap_or((rest, ""));
+    let (hf, norm) = match part.trim_end_matches(".weight") {
+        "attn_q" => ("self_attn.q_proj", false),
+        "attn_k" => ("self_attn.k_proj", false),
+        "attn_v" => ("self_attn.v_proj", false),
+        "attn_output" => ("self_attn.o_proj", false),
+        "attn_q_norm" => ("self_attn.q_norm", true),
+        "attn_k_norm" => ("self_attn.k_norm", true),
+        "attn_norm" => ("input_layernorm", true),
+        "post_attention_norm" => ("post_attention_layernorm", true),
+        "ffn_norm" => ("pre_feedforward_layernorm", true),
+        "post_ffw_norm" => ("post_feedforward_layernorm", true),
+        "ffn_gate" => ("mlp.gate_proj", false),
+        "ffn_up" => ("mlp.up_proj", false),
+        "ffn_down" => ("mlp.down_proj", false),
+        other => (other, false),
+    };
+    (format!("model.layers.{layer}.{hf}.weight"), norm)
+}
+
+impl HfWeights<'_> {
+    fn float(&self, gguf: &str) -> Result<(Tensor, bool)> {
+        let (name, norm) = hf_name(gguf);
+        let t = self.vb.get_unchecked_dtype(&name, DType::F32)?;
+        Ok((t, norm))
+    }
+}
+
+impl Weights for HfWeights<'_> {
+    fn get(&mut self, name: &str) -> Result<QTensor> {
+        let (t, norm) = self.float(name)?;
+        let t = if norm { (t + 1.0)? } else { t };
+        QTensor::quantize(&t, candle_core::quantized::GgmlDType::F32)
+    }
+    fn has(&self, name: &str) -> bool {
+        self.vb.contains_tensor(&hf_name(name).0)
+    }
+    fn embeddings(&mut self) -> Result<Tensor> {
+        Ok(self.float("token_embd.weight")?.0)
     }
 }

@@ -171,7 +171,7 @@ impl CandleModel {
                 let cfg = gemma2_gguf_config(&ct, path, &dims)?;
                 Net::Gemma2(gemma2_from_gguf(&ct, &mut file, path, &cfg)?)
             }
-            "gemma3" => Net::GgufGemma3(Box::new(
+            "gemma3" => Net::Gemma3(Box::new(
                 gemma3::Gemma3::from_gguf(&ct, &mut file, ctx).map_err(cannot)?,
             )),
             "llama" if LlamaFamily::is_mixture_of_experts(&ct) => Net::Gguf(

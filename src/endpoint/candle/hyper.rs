@@ -10,6 +10,8 @@ pub(super) enum Arch {
     Qwen3,
     Phi3,
     Gemma2,
+    /// Gemma 3 text (`gemma3_text`), run by this crate's own decoder (`gemma3.rs`).
+    Gemma3,
 }
 
 /// The hyper-parameters of config.json, checked.
@@ -108,16 +110,27 @@ impl Hyper {
         }
         let default_head_dim = hidden / heads;
         let head_dim = match f.uint("head_dim")? {
-            Some(d) if matches!(arch, Arch::Mistral | Arch::Qwen3 | Arch::Gemma2) && d > 0 => d,
+            Some(d)
+                if matches!(arch, Arch::Mistral | Arch::Qwen3 | Arch::Gemma2 | Arch::Gemma3)
+                    && d > 0 =>
+            {
+                d
+            }
             Some(d) if d != default_head_dim => {
                 return Err(f.err(
                     "head_dim",
                     &format!("{d} differs from hidden_size / num_attention_heads = {default_head_dim}, which candle's {arch:?} requires"),
                 ))
             }
+            // Gemma3TextConfig's default.
+            None if arch == Arch::Gemma3 => 256,
             _ => default_head_dim,
         };
-        if !matches!(arch, Arch::Mistral | Arch::Qwen3 | Arch::Gemma2) && hidden % heads != 0 {
+        if !matches!(
+            arch,
+            Arch::Mistral | Arch::Qwen3 | Arch::Gemma2 | Arch::Gemma3
+        ) && hidden % heads != 0
+        {
             return Err(f.err(
                 "hidden_size",
                 &format!("{hidden} is not a multiple of num_attention_heads {heads}"),
@@ -151,6 +164,8 @@ impl Hyper {
             .filter(|v| !v.is_null())
             .or(rope_params);
         let rope_scaling = match scaling {
+            // Gemma 3 rotates its two kinds of layer differently: gemma3_shape reads both.
+            _ if arch == Arch::Gemma3 => None,
             None => None,
             Some(s) => {
                 let kind = s
@@ -186,23 +201,24 @@ impl Hyper {
                 }
             }
         };
-        // Gemma2Config ties by default; the others do not.
+        // Gemma2Config and Gemma3TextConfig tie by default; the others do not.
         let tie_word_embeddings = f
             .boolean("tie_word_embeddings")?
-            .unwrap_or(arch == Arch::Gemma2);
+            .unwrap_or(matches!(arch, Arch::Gemma2 | Arch::Gemma3));
         if arch == Arch::Gemma2 && !tie_word_embeddings {
             return Err(f.err(
                 "tie_word_embeddings",
                 "candle's Gemma-2 ties the output head to the embeddings",
             ));
         }
-        // Gemma2 reads `hidden_activation` (its configs carry both).
+        // Gemma reads `hidden_activation` (its configs carry both).
+        let gemma = matches!(arch, Arch::Gemma2 | Arch::Gemma3);
         let act_key = match arch {
-            Arch::Gemma2 if config.raw.get("hidden_activation").is_some() => "hidden_activation",
+            _ if gemma && config.raw.get("hidden_activation").is_some() => "hidden_activation",
             _ => "hidden_act",
         };
         let hidden_act = match config.raw.get(act_key).and_then(Value::as_str) {
-            None if arch == Arch::Gemma2 => candle_nn::Activation::GeluPytorchTanh,
+            None if gemma => candle_nn::Activation::GeluPytorchTanh,
             None => candle_nn::Activation::Silu,
             Some(a) => serde_json::from_value(Value::String(a.to_string()))
                 .map_err(|_| f.err(act_key, &format!("\"{a}\" is not supported")))?,
@@ -218,7 +234,8 @@ impl Hyper {
             }
         }
         let sliding_window = match arch {
-            Arch::Llama => None,
+            // Gemma 3's window is applied layer by layer (gemma3_shape), not as a context cap.
+            Arch::Llama | Arch::Gemma3 => None,
             Arch::Mistral | Arch::Phi3 | Arch::Gemma2 => f.uint("sliding_window")?,
             Arch::Qwen2 | Arch::Qwen3 => {
                 if f.boolean("use_sliding_window")?.unwrap_or(false) {
@@ -450,11 +467,11 @@ impl Hyper {
                 add("self_attn.k_proj.bias", vec![kv]);
                 add("self_attn.v_proj.bias", vec![kv]);
             }
-            if self.arch == Arch::Qwen3 {
+            if matches!(self.arch, Arch::Qwen3 | Arch::Gemma3) {
                 add("self_attn.q_norm.weight", vec![self.head_dim]);
                 add("self_attn.k_norm.weight", vec![self.head_dim]);
             }
-            if self.arch == Arch::Gemma2 {
+            if matches!(self.arch, Arch::Gemma2 | Arch::Gemma3) {
                 add("pre_feedforward_layernorm.weight", vec![h]);
                 add("post_feedforward_layernorm.weight", vec![h]);
             }
@@ -468,6 +485,126 @@ impl Hyper {
         }
         out
     }
+}
+
+/// Gemma 3's own keys (`Gemma3TextConfig`, transformers 4 and 5), read into the decoder's
+/// [`gemma3::Shape`]: which layers slide (`layer_types`, else every `sliding_window_pattern`-th
+/// is global), the two rotary bases (transformers 5's `rope_parameters` by layer kind, else
+/// `rope_theta` and `rope_local_base_freq`) and the global layers' linear scaling, the query
+/// scale `query_pre_attn_scalar`, and the logit cap. A key whose value the decoder would run
+/// wrong is refused by name.
+pub(super) fn gemma3_shape(config: &ModelConfig, h: &Hyper) -> Result<super::gemma3::Shape> {
+    let f = Fields {
+        raw: &config.raw,
+        path: &config.path,
+    };
+    if f.boolean("use_bidirectional_attention")? == Some(true) {
+        return Err(f.err(
+            "use_bidirectional_attention",
+            "a bidirectional Gemma 3 (EmbeddingGemma) is an encoder, not a chat model",
+        ));
+    }
+    if h.hidden_act != candle_nn::Activation::GeluPytorchTanh {
+        return Err(f.err(
+            "hidden_activation",
+            "Gemma 3 gates its MLP with gelu_pytorch_tanh; the in-process decoder runs that only",
+        ));
+    }
+    if f.float("attn_logit_softcapping")?.is_some_and(|c| c > 0.0) {
+        return Err(f.err(
+            "attn_logit_softcapping",
+            "the in-process Gemma 3 does not cap attention scores (Gemma 3 ships none)",
+        ));
+    }
+    let window = f.uint("sliding_window")?.unwrap_or(4096);
+    let windows = match config.raw.get("layer_types").filter(|v| !v.is_null()) {
+        Some(Value::Array(kinds)) if kinds.len() == h.layers => kinds
+            .iter()
+            .map(|k| match k.as_str() {
+                Some("sliding_attention") => Ok(Some(window)),
+                Some("full_attention") => Ok(None),
+                _ => Err(f.err("layer_types", &format!("unknown layer type {k}"))),
+            })
+            .collect::<Result<Vec<_>>>()?,
+        Some(other) => {
+            return Err(f.err(
+                "layer_types",
+                &format!(
+                    "expected one of sliding_attention / full_attention for each of the {} layers, got {other}",
+                    h.layers
+                ),
+            ))
+        }
+        None => {
+            let every = f.uint("sliding_window_pattern")?.unwrap_or(6).max(1);
+            (0..h.layers)
+                .map(|i| ((i + 1) % every != 0).then_some(window))
+                .collect()
+        }
+    };
+    let by_kind = |kind: &str| {
+        config
+            .raw
+            .get("rope_parameters")
+            .and_then(|p| p.get(kind))
+            .filter(|v| v.is_object())
+    };
+    let theta = |p: Option<&Value>, flat: &str, default: f64| -> Result<f64> {
+        match p.and_then(|p| p.get("rope_theta")).and_then(Value::as_f64) {
+            Some(t) => Ok(t),
+            None => Ok(f.float(flat)?.unwrap_or(default)),
+        }
+    };
+    let global = by_kind("full_attention");
+    let local = by_kind("sliding_attention");
+    let scaling = global.or_else(|| config.raw.get("rope_scaling").filter(|v| !v.is_null()));
+    let global_scale = match scaling {
+        None => 1.0,
+        Some(s) => match s
+            .get("rope_type")
+            .or_else(|| s.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or("default")
+        {
+            "default" => 1.0,
+            "linear" => s.get("factor").and_then(Value::as_f64).unwrap_or(1.0),
+            other => {
+                return Err(f.err(
+                    "rope_scaling",
+                    &format!("rope type \"{other}\" is not supported by the in-process Gemma 3 (default or linear)"),
+                ))
+            }
+        },
+    };
+    if let Some(t) = local
+        .and_then(|l| l.get("rope_type"))
+        .and_then(Value::as_str)
+    {
+        if t != "default" {
+            return Err(f.err(
+                "rope_parameters",
+                &format!("sliding_attention rope type \"{t}\" is not supported by the in-process Gemma 3 (default)"),
+            ));
+        }
+    }
+    let query_scalar = f.float("query_pre_attn_scalar")?.unwrap_or(256.0);
+    if query_scalar <= 0.0 {
+        return Err(f.err("query_pre_attn_scalar", "must be greater than 0"));
+    }
+    Ok(super::gemma3::Shape {
+        heads: h.heads,
+        kv_heads: h.kv_heads,
+        embd: h.hidden,
+        blocks: h.layers,
+        head_dim: h.head_dim,
+        windows,
+        eps: h.rms_norm_eps,
+        global_base: theta(global, "rope_theta", 1_000_000.0)? as f32,
+        local_base: theta(local, "rope_local_base_freq", 10_000.0)? as f32,
+        global_scale: global_scale as f32,
+        attn_scale: 1.0 / query_scalar.sqrt(),
+        final_softcap: f.float("final_logit_softcapping")?.filter(|c| *c > 0.0),
+    })
 }
 
 /// Shapes candle's Llama would otherwise panic or fail on deep inside.
@@ -486,4 +623,97 @@ pub(super) fn check_llama_shapes(cfg: &llama::Config) -> std::result::Result<(),
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Gemma 3 270M's config.json keys (transformers 4's spelling), with `edit` applied.
+    fn gemma3(edit: impl FnOnce(&mut Value)) -> Result<super::super::gemma3::Shape> {
+        let mut raw = json!({
+            "model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 640,
+            "intermediate_size": 2048, "num_hidden_layers": 18, "num_attention_heads": 4,
+            "num_key_value_heads": 1, "head_dim": 256, "max_position_embeddings": 32768,
+            "query_pre_attn_scalar": 256, "sliding_window": 512, "rope_theta": 1000000.0,
+            "rope_local_base_freq": 10000.0, "rms_norm_eps": 1e-6,
+        });
+        edit(&mut raw);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, raw.to_string()).unwrap();
+        let config = crate::artifacts::read_model_config(&path)?;
+        let h = Hyper::read(&config, Arch::Gemma3)?;
+        gemma3_shape(&config, &h)
+    }
+
+    #[test]
+    fn gemma3_reads_both_transformers_spellings_alike() {
+        let v4 = gemma3(|_| {}).unwrap();
+        // Five layers in six slide (sliding_window_pattern's default 6).
+        let sliding: Vec<bool> = v4.windows.iter().map(Option::is_some).collect();
+        assert_eq!(sliding.iter().filter(|s| !**s).count(), 3);
+        assert!(!sliding[5] && !sliding[11] && !sliding[17] && sliding[0]);
+        assert_eq!(v4.windows[0], Some(512));
+        assert_eq!((v4.global_base, v4.local_base), (1_000_000.0, 10_000.0));
+        assert_eq!(v4.attn_scale, 1.0 / 16.0);
+        assert_eq!(
+            (v4.head_dim, v4.global_scale, v4.final_softcap),
+            (256, 1.0, None)
+        );
+        // transformers 5 writes layer_types and rope_parameters by layer kind.
+        let v5 = gemma3(|c| {
+            let o = c.as_object_mut().unwrap();
+            o.remove("rope_theta");
+            o.remove("rope_local_base_freq");
+            let kinds: Vec<&str> = (0..18)
+                .map(|i| match (i + 1) % 6 {
+                    0 => "full_attention",
+                    _ => "sliding_attention",
+                })
+                .collect();
+            o.insert("layer_types".into(), json!(kinds));
+            o.insert(
+                "rope_parameters".into(),
+                json!({"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                       "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}}),
+            );
+        })
+        .unwrap();
+        assert_eq!(v5.windows, v4.windows);
+        assert_eq!(
+            (v5.global_base, v5.local_base),
+            (v4.global_base, v4.local_base)
+        );
+        assert_eq!(v5.global_scale, 8.0);
+        // The 27B's query scale is hidden / heads, not head_dim.
+        let big = gemma3(|c| c["query_pre_attn_scalar"] = json!(168)).unwrap();
+        assert_eq!(big.attn_scale, 1.0 / 168f64.sqrt());
+    }
+
+    #[test]
+    fn gemma3_keys_the_decoder_would_run_wrong_are_refused_by_name() {
+        for (key, value, says) in [
+            (
+                "attn_logit_softcapping",
+                json!(50.0),
+                "attn_logit_softcapping",
+            ),
+            ("use_bidirectional_attention", json!(true), "EmbeddingGemma"),
+            (
+                "rope_scaling",
+                json!({"rope_type": "yarn", "factor": 4.0}),
+                "yarn",
+            ),
+            ("hidden_activation", json!("silu"), "gelu_pytorch_tanh"),
+            ("layer_types", json!(["sliding_attention"]), "18 layers"),
+        ] {
+            let err = gemma3(|c| c[key] = value.clone()).unwrap_err().to_string();
+            assert!(
+                err.contains(says) && err.contains("config.json"),
+                "{key}: {err}"
+            );
+        }
+    }
 }

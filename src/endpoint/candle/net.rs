@@ -17,7 +17,7 @@ pub(super) enum Net {
     Gemma2(gemma2::Model),
     Gguf(quantized_llama::ModelWeights),
     GgufLlamaFamily(Box<super::llama_family::LlamaFamily>),
-    GgufGemma3(Box<super::gemma3::Gemma3>),
+    Gemma3(Box<super::gemma3::Gemma3>),
 }
 
 impl Net {
@@ -32,7 +32,7 @@ impl Net {
             Net::Gemma2(m) => m.clear_kv_cache(),
             Net::Gguf(m) => m.clear_kv_cache(),
             Net::GgufLlamaFamily(m) => m.clear_kv_cache(),
-            Net::GgufGemma3(m) => m.clear_kv_cache(),
+            Net::Gemma3(m) => m.clear_kv_cache(),
         }
     }
 
@@ -51,7 +51,7 @@ impl Net {
             Net::Gemma2(m) => m.forward(&input, pos)?,
             Net::Gguf(m) => m.forward(&input, pos)?,
             Net::GgufLlamaFamily(m) => m.forward(&input, pos)?,
-            Net::GgufGemma3(m) => m.forward(&input, pos)?,
+            Net::Gemma3(m) => m.forward(&input, pos)?,
         };
         logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()
     }

@@ -11,7 +11,7 @@ impl CandleModel {
         })?;
         let model_type = config.model_type.clone().ok_or_else(|| {
             Error::in_file(&config.path, "has no model_type")
-                .hint("set model_type (llama, mistral, qwen2, qwen3, phi3 or gemma2)")
+                .hint("set model_type (llama, mistral, qwen2, qwen3, phi3, gemma2 or gemma3_text)")
         })?;
         let arch = match model_type.as_str() {
             "llama" => Arch::Llama,
@@ -20,12 +20,20 @@ impl CandleModel {
             "qwen3" => Arch::Qwen3,
             "phi3" => Arch::Phi3,
             "gemma2" => Arch::Gemma2,
+            "gemma3_text" => Arch::Gemma3,
+            "gemma3" => {
+                return Err(Error::in_file(
+                    &config.path,
+                    "model_type \"gemma3\" is Gemma 3 with its vision tower (Gemma3ForConditionalGeneration); the candle target runs the text model, gemma3_text",
+                )
+                .hint("serve this checkpoint with a server target (vLLM, transformers serve), or give the text-only checkpoint (model_type gemma3_text)"))
+            }
             other => {
                 return Err(Error::in_file(
                     &config.path,
                     format!("model_type \"{other}\" is not supported by the candle target"),
                 )
-                .hint("the candle target runs llama, mistral, qwen2, qwen3, phi3 and gemma2 checkpoints, and llama, qwen2, qwen3, phi3, smollm3, granite, olmo2, gemma2 and gemma3 GGUF files; use a server target for this model"))
+                .hint("the candle target runs llama, mistral, qwen2, qwen3, phi3, gemma2 and gemma3_text checkpoints, and llama, qwen2, qwen3, phi3, smollm3, granite, olmo2, gemma2 and gemma3 GGUF files; use a server target for this model"))
             }
         };
         let files = shard_files(&dir)?;
@@ -47,6 +55,7 @@ impl CandleModel {
             })?
         };
         let tied = check_tensors(&st, &shape, &dir)?;
+        let ctx = shape.context_length();
         let vb = VarBuilder::from_backend(Box::new(st), DType::F32, Device::Cpu);
         let built = |e: candle_core::Error| {
             Error::in_file(
@@ -82,8 +91,13 @@ impl CandleModel {
             Arch::Gemma2 => {
                 Net::Gemma2(gemma2::Model::new(false, &shape.gemma2_config(), vb).map_err(built)?)
             }
+            // This crate's own decoder (gemma3.rs says why not candle's), as for a GGUF.
+            Arch::Gemma3 => {
+                let g = gemma3_shape(&config, &shape)?;
+                let model = gemma3::Gemma3::build(&g, &mut gemma3::HfWeights { vb }, ctx);
+                Net::Gemma3(Box::new(model.map_err(built)?))
+            }
         };
-        let ctx = shape.context_length();
         Self::assemble(dir, net, root, &model_type, shape.vocab, ctx, Vec::new())
     }
 }

@@ -30,6 +30,16 @@ pub const GEMMA2: Family = Family {
     template: Some("google-gemma-2-2b-it.jinja"),
 };
 
+/// Gemma 3 as a stand-in: Gemma 3 270M's architecture (`gemma3_text`, tests/corpus/configs/
+/// gemma3.*) and Gemma 3's official chat template, on the Gemma-2 tokenizer (the same chat
+/// markup tokens; Gemma 3's own 262k tokenizer is 33 MB).
+pub const GEMMA3: Family = Family {
+    name: "Gemma 3 architecture and template on the Gemma-2 tokenizer, gemma3_text",
+    model: "gemma-2-2b-it",
+    arch: Some("gemma3"),
+    template: Some("google-gemma-3-it.jinja"),
+};
+
 /// Llama-3.2 3B Instruct: its real tokenizer files (tests/corpus/models/Llama-3.2-3B-Instruct),
 /// its real chat template (it prints today's date: `strftime_now("%d %b %Y")` unless a
 /// `date_string` is given) and its config's values (tests/corpus/configs/llama3.*).
