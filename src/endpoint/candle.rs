@@ -42,7 +42,8 @@ use crate::template::{ChatTemplate, RenderRequest, TemplateError};
 
 /// The GGUF `general.architecture`s the candle target runs.
 pub const GGUF_ARCHITECTURES: &[&str] = &[
-    "llama", "qwen2", "qwen3", "phi3", "smollm3", "granite", "olmo2", "gemma2", "gemma3",
+    "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "smollm3", "granite", "olmo2", "gemma2",
+    "gemma3",
 ];
 /// The config.json `model_type`s the candle target runs.
 pub const HF_MODEL_TYPES: &[&str] = &[

@@ -1,6 +1,7 @@
-//! Loading a GGUF: llama-family files (llama, qwen2, qwen3, phi3, smollm3, granite, olmo2)
-//! through this crate's own quantized decoder (`llama_family.rs` says why not candle's; a
-//! mixture of experts through candle's `quantized_llama`), Gemma-2 dequantized into candle's
+//! Loading a GGUF: llama-family files (llama, qwen2, qwen3, qwen3moe, phi3, smollm3, granite,
+//! olmo2) through this crate's own quantized decoder (`llama_family.rs` says why not candle's;
+//! it runs a mixture of experts too, but for the old layout, one tensor per expert, which goes
+//! through candle's `quantized_llama`), Gemma-2 dequantized into candle's
 //! own model (candle has no quantized Gemma-2), Gemma-3 through this crate's own quantized model
 //! (`gemma3.rs` says why not candle's).
 use super::*;
@@ -59,7 +60,7 @@ impl CandleModel {
         }
         // Qwen3 and Gemma-2 heads may be wider than embedding_length / head_count
         // (key_length says).
-        let own_head_dim = matches!(arch.as_str(), "qwen3" | "gemma2" | "gemma3");
+        let own_head_dim = matches!(arch.as_str(), "qwen3" | "qwen3moe" | "gemma2" | "gemma3");
         let head_dim = if own_head_dim {
             need("attention.key_length")?
         } else {
@@ -174,7 +175,7 @@ impl CandleModel {
             "gemma3" => Net::Gemma3(Box::new(
                 gemma3::Gemma3::from_gguf(&ct, &mut file, ctx).map_err(cannot)?,
             )),
-            "llama" if LlamaFamily::is_mixture_of_experts(&ct) => Net::Gguf(
+            "llama" if LlamaFamily::has_experts_one_by_one(&ct) => Net::Gguf(
                 quantized_llama::ModelWeights::from_gguf(ct, &mut file, &Device::Cpu)
                     .map_err(cannot)?,
             ),

@@ -17,8 +17,13 @@
 //! only), attention scaled by 1/√head_dim over the cached keys, the output projection and a
 //! residual; RMS norm, SiLU-gated MLP (Phi-3's gate and up fused in one `ffn_up`, gate first)
 //! and a residual; a final norm and the output head (the token embedding when the file has no
-//! `output.weight`). Mixture-of-experts files (a `ffn_gate_inp` router) stay with candle's
-//! `quantized_llama`.
+//! `output.weight`). A mixture of experts (Mixtral's `llama` files, Qwen3-MoE's `qwen3moe`: a
+//! `ffn_gate_inp` router and each block's experts in 3-D `ffn_*_exps` tensors) replaces the MLP
+//! as llama.cpp's `build_moe_ffn` computes it for both: softmax over the router's logits, the
+//! `expert_used_count` most likely experts, their weights renormalized to sum to 1, the
+//! weighted sum of their SiLU MLPs. (candle's `quantized_qwen3_moe` multiplies experts with
+//! `indexed_moe_forward`, which panics off CUDA; files with a tensor per expert, the old
+//! layout, stay with candle's `quantized_llama`.)
 //!
 //! Frequency factors are llama.cpp's `get_rope_factors`: Llama 3's `rope_freqs.weight`, else
 //! LongRoPE's (Phi-3 128k, Phi-4-mini) `rope_factors_long` when the context is longer than
@@ -38,8 +43,8 @@
 //! across all heads (its `attn_q_norm` is as wide as the projection) before the NEOX rotation.
 //! OLMo-3's sliding-window layers (an `olmo2` file with `attention.sliding_window`) are not run
 //! here (`gguf.rs` refuses the file).
-use candle_core::quantized::{gguf_file, QTensor};
-use candle_core::{Device, Module, Result, Tensor};
+use candle_core::quantized::{gguf_file, QStorage, QTensor};
+use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_transformers::quantized_nn::RmsNorm;
 
 use super::attention::{attend, attention_mask, check_positions, Pairs, Rope};
@@ -60,11 +65,29 @@ struct Layer {
     ffn_norm: Option<RmsNorm>,
     /// OLMo-2's norms of the attention's and the MLP's outputs, before each residual.
     post_norms: Option<[RmsNorm; 2]>,
+    ffn: Ffn,
+    cache: Option<(Tensor, Tensor)>,
+}
+
+/// A block's MLP: one, or a mixture of experts.
+enum Ffn {
+    Dense(Mlp),
+    /// llama.cpp's `build_moe_ffn` as its llama (Mixtral) and qwen3moe graphs call it: the
+    /// router's softmax over `ffn_gate_inp`, the `used` most likely experts per token, their
+    /// weights renormalized to sum to 1 (`norm_w`), the weighted sum of their SiLU MLPs.
+    Experts {
+        router: Linear,
+        experts: Vec<Mlp>,
+        used: usize,
+    },
+}
+
+/// SiLU(gate(x)) × up(x), then down.
+struct Mlp {
     /// None when `up` gives the gate and the up projection side by side (Phi-3's `ffn_up`).
     gate: Option<Linear>,
     up: Linear,
     down: Linear,
-    cache: Option<(Tensor, Tensor)>,
 }
 
 /// RMS norms of Q and K before the rotation: of each head (Qwen3), or of the whole projection
@@ -139,13 +162,16 @@ pub struct Shape {
 }
 
 impl LlamaFamily {
-    /// Whether candle's `quantized_llama` must run `ct` instead (a mixture of experts).
-    pub fn is_mixture_of_experts(ct: &gguf_file::Content) -> bool {
+    /// Whether candle's `quantized_llama` must run `ct` instead: a mixture of experts in the
+    /// old layout, a tensor per expert (`ffn_gate.0.weight`, ...), which this decoder does not
+    /// read (it reads today's, the experts of a block in one 3-D `ffn_gate_exps`).
+    pub fn has_experts_one_by_one(ct: &gguf_file::Content) -> bool {
         ct.tensor_infos.contains_key("blk.0.ffn_gate_inp.weight")
+            && !ct.tensor_infos.contains_key("blk.0.ffn_gate_exps.weight")
     }
 
-    /// Loads the weights of `ct` (architecture `arch`: llama, qwen2, qwen3, phi3, smollm3,
-    /// granite or olmo2).
+    /// Loads the weights of `ct` (architecture `arch`: llama, qwen2, qwen3, qwen3moe, phi3,
+    /// smollm3, granite or olmo2).
     pub fn from_gguf<R: std::io::Seek + std::io::Read>(
         ct: &gguf_file::Content,
         reader: &mut R,
@@ -278,9 +304,56 @@ impl LlamaFamily {
                     linear(tensor(reader, &name("attn_v"))?)?,
                 ]),
             };
-            let gate = match has(&name("ffn_gate")) {
-                true => Some(linear(tensor(reader, &name("ffn_gate"))?)?),
-                false => None,
+            let ffn = match has(&name("ffn_gate_inp")) {
+                true => {
+                    let used = md("expert_used_count")
+                        .and_then(|v| v.to_u32().ok())
+                        .map(|n| n as usize);
+                    let mut split = |t: &str| -> Result<Vec<Linear>> {
+                        experts(tensor(reader, &name(t))?)?
+                            .into_iter()
+                            .map(&mut linear)
+                            .collect()
+                    };
+                    let (gates, ups, downs) = (
+                        split("ffn_gate_exps")?,
+                        split("ffn_up_exps")?,
+                        split("ffn_down_exps")?,
+                    );
+                    let n = gates.len();
+                    let used = match used {
+                        Some(u) if u >= 1 && u <= n && ups.len() == n && downs.len() == n => u,
+                        _ => candle_core::bail!(
+                            "{}: expert_used_count {used:?} of {n} experts ({} up, {} down)",
+                            name("ffn_gate_exps"),
+                            ups.len(),
+                            downs.len()
+                        ),
+                    };
+                    let experts = gates
+                        .into_iter()
+                        .zip(ups)
+                        .zip(downs)
+                        .map(|((gate, up), down)| Mlp {
+                            gate: Some(gate),
+                            up,
+                            down,
+                        })
+                        .collect();
+                    Ffn::Experts {
+                        router: linear(tensor(reader, &name("ffn_gate_inp"))?)?,
+                        experts,
+                        used,
+                    }
+                }
+                false => Ffn::Dense(Mlp {
+                    gate: match has(&name("ffn_gate")) {
+                        true => Some(linear(tensor(reader, &name("ffn_gate"))?)?),
+                        false => None,
+                    },
+                    up: linear(tensor(reader, &name("ffn_up"))?)?,
+                    down: linear(tensor(reader, &name("ffn_down"))?)?,
+                }),
             };
             layers.push(Layer {
                 attn_norm: maybe_norm(reader, &name("attn_norm"))?,
@@ -290,9 +363,7 @@ impl LlamaFamily {
                 o: linear(tensor(reader, &name("attn_output"))?)?,
                 ffn_norm: maybe_norm(reader, &name("ffn_norm"))?,
                 post_norms,
-                gate,
-                up: linear(tensor(reader, &name("ffn_up"))?)?,
-                down: linear(tensor(reader, &name("ffn_down"))?)?,
+                ffn,
                 cache: None,
             });
         }
@@ -349,7 +420,7 @@ impl LlamaFamily {
             let a = normed(&layer.post_norms.as_ref().map(|[n, _]| n), &a)?;
             let x1 = (residual(a)? + &x)?;
             let h = normed(&layer.ffn_norm, &x1)?;
-            let m = layer.down.forward(&layer.gated(&h)?)?;
+            let m = layer.ffn.forward(&h)?;
             let m = normed(&layer.post_norms.as_ref().map(|[_, n]| n), &m)?;
             x = (residual(m)? + x1)?;
         }
@@ -404,18 +475,82 @@ impl LlamaFamily {
     }
 }
 
-impl Layer {
-    /// SiLU(gate(x)) × up(x); with Phi-3's fused `ffn_up`, the gate is its first half.
-    fn gated(&self, x: &Tensor) -> Result<Tensor> {
-        match &self.gate {
-            Some(gate) => candle_nn::ops::silu(&gate.forward(x)?)? * self.up.forward(x)?,
+impl Mlp {
+    /// down(SiLU(gate(x)) × up(x)); with Phi-3's fused `ffn_up`, the gate is its first half.
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let gated = match &self.gate {
+            Some(gate) => (candle_nn::ops::silu(&gate.forward(x)?)? * self.up.forward(x)?)?,
             None => {
                 let both = self.up.forward(x)?;
                 let half = both.dim(2)? / 2;
-                candle_nn::ops::silu(&both.narrow(2, 0, half)?)? * both.narrow(2, half, half)?
+                (candle_nn::ops::silu(&both.narrow(2, 0, half)?)? * both.narrow(2, half, half)?)?
+            }
+        };
+        self.down.forward(&gated)
+    }
+}
+
+impl Ffn {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let (router, experts, used) = match self {
+            Ffn::Dense(mlp) => return mlp.forward(x),
+            Ffn::Experts {
+                router,
+                experts,
+                used,
+            } => (router, experts, *used),
+        };
+        let (b, seq, embd) = x.dims3()?;
+        let tokens = x.reshape((b * seq, embd))?;
+        let probs = candle_nn::ops::softmax_last_dim(&router.forward(x)?)?
+            .reshape((b * seq, experts.len()))?
+            .to_vec2::<f32>()?;
+        // Each expert's tokens and their weights.
+        let mut routed = vec![(Vec::<u32>::new(), Vec::<f32>::new()); experts.len()];
+        for (row, p) in probs.iter().enumerate() {
+            let mut order: Vec<usize> = (0..p.len()).collect();
+            // Highest first; ties to the lower index, as ggml's argsort keeps them.
+            order.sort_by(|&i, &j| p[j].total_cmp(&p[i]).then(i.cmp(&j)));
+            let top = &order[..used];
+            let sum: f32 = top.iter().map(|&e| p[e]).sum();
+            for &e in top {
+                routed[e].0.push(row as u32);
+                routed[e].1.push(p[e] / sum);
             }
         }
+        let mut out = Tensor::zeros((b * seq, embd), DType::F32, &Device::Cpu)?;
+        for (mlp, (rows, weights)) in experts.iter().zip(routed) {
+            if rows.is_empty() {
+                continue;
+            }
+            let n = rows.len();
+            let rows = Tensor::from_vec(rows, n, &Device::Cpu)?;
+            let weights = Tensor::from_vec(weights, (n, 1), &Device::Cpu)?;
+            let y = mlp.forward(&tokens.index_select(&rows, 0)?.unsqueeze(0)?)?;
+            let y = y.squeeze(0)?.broadcast_mul(&weights)?;
+            out = out.index_add(&rows, &y, 0)?;
+        }
+        out.reshape((b, seq, embd))
     }
+}
+
+/// A block's experts stored as one 3-D tensor (`[experts, rows, k]`, each expert's rows
+/// contiguous), one matrix each.
+fn experts(t: QTensor) -> Result<Vec<QTensor>> {
+    let (n, rows, k) = t.shape().dims3()?;
+    let dtype = t.dtype();
+    let data = t.data()?;
+    if n == 0 || data.len() % n != 0 {
+        candle_core::bail!("{n} experts do not split {} bytes evenly", data.len());
+    }
+    let per = data.len() / n;
+    data.chunks(per)
+        .map(|bytes| {
+            let storage =
+                QStorage::from_data(std::borrow::Cow::Borrowed(bytes), &Device::Cpu, dtype)?;
+            QTensor::new(storage, (rows, k))
+        })
+        .collect()
 }
 
 /// `x` through `norm` where the layer has one.
