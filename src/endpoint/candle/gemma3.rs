@@ -1,4 +1,6 @@
-//! Gemma 3 from a GGUF (text), quantized, as llama.cpp runs it.
+//! Gemma 3 (text), as llama.cpp runs a GGUF of it, quantized, and as transformers runs a
+//! `gemma3_text` checkpoint: one decoder, built from either (`Weights`; `HfWeights` renames
+//! transformers' tensors to llama.cpp's and stores each norm as `1 + w`, as its converter does).
 //!
 //! candle-transformers 0.11.1 has a `quantized_gemma3`, but it is not Gemma 3 as trained or as
 //! llama.cpp serves it, so a gate against a real server would call healthy weights broken:
@@ -25,7 +27,6 @@
 //! (`is_masked_swa`, standard type).
 use candle_core::quantized::{gguf_file, QTensor};
 use candle_core::{DType, Device, Module, Result, Tensor};
-
 use candle_transformers::quantized_nn::RmsNorm;
 
 use super::attention::{attend, attention_mask, check_positions, Pairs, Rope};
