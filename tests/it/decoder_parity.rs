@@ -66,6 +66,29 @@ fn standin(family: &Family, out: &Path, hidden: usize, head_dim: usize) -> PathB
     built.out.join("model.gguf")
 }
 
+/// A stand-in of `family` (64 wide, 16-wide heads) with `seed` and `layers`, built into `out`.
+fn standin_of(family: &Family, out: &Path, seed: u64, layers: usize) -> chatgate::standin::Built {
+    build(&Options {
+        from: family.source(&out.with_extension("source")),
+        out: out.to_path_buf(),
+        seed,
+        layers,
+        hidden: 64,
+        head_dim: 16,
+        real_shape: false,
+        force: false,
+        reply: None,
+    })
+    .unwrap_or_else(|e| panic!("{}: {e}", family.name))
+}
+
+/// Twenty short lines, ~200 tokens: a prompt long enough for a cache and a window to matter.
+fn lamp_lines() -> String {
+    (0..20)
+        .map(|i| format!("Line {i}: the lamp is {}. ", ["on", "off", "dim"][i % 3]))
+        .collect()
+}
+
 /// One of candle-transformers' quantized models: ids at a position in, last logits out.
 type Forward = Box<dyn FnMut(&Tensor, usize) -> Tensor>;
 
@@ -394,19 +417,7 @@ async fn smollm3_granite_and_olmo2_ggufs_in_process_agree_with_llama_cpp() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let tmp = dir.path().join("source");
-    let built = build(&Options {
-        from: CASES[0].0.source(&tmp),
-        out: dir.path().join("llama"),
-        seed: 11,
-        layers: 4,
-        hidden: 64,
-        head_dim: 16,
-        real_shape: false,
-        force: false,
-        reply: None,
-    })
-    .unwrap();
+    let built = standin_of(&CASES[0].0, &dir.path().join("llama"), 11, 4);
     let llama = built.out.join("model.gguf");
     use gguf_file::Value as V;
     type Case = (&'static str, Vec<(&'static str, V)>, Retensor);
@@ -424,9 +435,7 @@ async fn smollm3_granite_and_olmo2_ggufs_in_process_agree_with_llama_cpp() {
         ),
         ("olmo2", vec![], olmo2_tensors),
     ];
-    let text: String = (0..20)
-        .map(|i| format!("Line {i}: the lamp is {}. ", ["on", "off", "dim"][i % 3]))
-        .collect();
+    let text = lamp_lines();
     let prompts = [("Once upon a time", 8), (text.as_str(), 8)];
     for (arch, extra, retensor) in cases {
         let gguf = dir.path().join(format!("{arch}.gguf"));
@@ -457,22 +466,9 @@ async fn a_gemma3_checkpoint_in_process_agrees_with_llama_cpp_on_its_gguf() {
     };
     let dir = tempfile::tempdir().unwrap();
     let family = crate::common::families::GEMMA3;
-    let built = build(&Options {
-        from: family.source(&dir.path().join("source")),
-        out: dir.path().join("gemma3"),
-        seed: 5,
-        layers: 6,
-        hidden: 64,
-        head_dim: 16,
-        real_shape: false,
-        force: false,
-        reply: None,
-    })
-    .unwrap();
+    let built = standin_of(&family, &dir.path().join("gemma3"), 5, 6);
     reconfigure(&built.out, |c| c["sliding_window"] = json!(32));
-    let text: String = (0..20)
-        .map(|i| format!("Line {i}: the lamp is {}. ", ["on", "off", "dim"][i % 3]))
-        .collect();
+    let text = lamp_lines();
     let prompts = [("Once upon a time", 8), (text.as_str(), 8)];
     let theirs = llama_server::start(&py, &built.out.join("model.gguf"), "gemma3", &[]);
     let ours = crate::common::gate_workspace::serve_with(chatgate::serve::ServeOptions {
@@ -539,23 +535,10 @@ async fn mixture_of_experts_ggufs_in_process_agree_with_llama_cpp() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let text: String = (0..20)
-        .map(|i| format!("Line {i}: the lamp is {}. ", ["on", "off", "dim"][i % 3]))
-        .collect();
+    let text = lamp_lines();
     let prompts = [("Once upon a time", 8), (text.as_str(), 8)];
     for ((family, from), arch) in [(&CASES[2], "qwen3moe"), (&CASES[0], "llama")] {
-        let built = build(&Options {
-            from: family.source(&dir.path().join(format!("source-{arch}"))),
-            out: dir.path().join(from),
-            seed: 3,
-            layers: 2,
-            hidden: 64,
-            head_dim: 16,
-            real_shape: false,
-            force: false,
-            reply: None,
-        })
-        .unwrap();
+        let built = standin_of(family, &dir.path().join(from), 3, 2);
         let ff = built.hidden * 2;
         use gguf_file::Value as V;
         let gguf = dir.path().join(format!("{arch}-moe.gguf"));

@@ -66,7 +66,6 @@ pub struct Gemma3 {
     kv_heads: usize,
     head_dim: usize,
     attn_scale: f64,
-    final_softcap: Option<f64>,
     layers: Vec<Layer>,
     local: Rope,
     global: Rope,
@@ -92,8 +91,6 @@ pub struct Shape {
     /// Positions divided by this on the global layers (linear `rope_scaling`).
     pub global_scale: f32,
     pub attn_scale: f64,
-    /// A tanh cap on the output logits (`final_logit_softcapping`; Gemma 3 ships none).
-    pub final_softcap: Option<f64>,
 }
 
 /// Where the weights come from: the tensor of each llama.cpp name (`blk.0.attn_q.weight`), a
@@ -166,7 +163,6 @@ impl Shape {
                 .unwrap_or(DEFAULT_LOCAL_ROPE_BASE),
             global_scale,
             attn_scale,
-            final_softcap: None,
         })
     }
 }
@@ -184,51 +180,36 @@ impl Gemma3 {
     /// The model of `shape` from `weights`, rotary tables for `ctx` positions.
     pub fn build(shape: &Shape, weights: &mut dyn Weights, ctx: usize) -> Result<Gemma3> {
         let eps = shape.eps;
-        let mut norm =
-            |name: &str| -> Result<RmsNorm> { RmsNorm::from_qtensor(weights.get(name)?, eps) };
-        let mut parts = Vec::with_capacity(shape.blocks);
+        // `weights` is passed to each call, not captured: both read from it.
+        let norm = |w: &mut dyn Weights, name: &str| RmsNorm::from_qtensor(w.get(name)?, eps);
+        let mut budget = MAX_TILED_BYTES;
+        let mut matmul = |w: &mut dyn Weights, name: &str| Linear::new(w.get(name)?, &mut budget);
+        let mut layers = Vec::with_capacity(shape.blocks);
         for i in 0..shape.blocks {
             let name = |t: &str| format!("blk.{i}.{t}.weight");
-            parts.push([
-                norm(&name("attn_q_norm"))?,
-                norm(&name("attn_k_norm"))?,
-                norm(&name("attn_norm"))?,
-                norm(&name("post_attention_norm"))?,
-                norm(&name("ffn_norm"))?,
-                norm(&name("post_ffw_norm"))?,
-            ]);
-        }
-        let final_norm = norm("output_norm.weight")?;
-        let head = match weights.has("output.weight") {
-            true => "output.weight",
-            false => "token_embd.weight",
-        };
-        let mut budget = MAX_TILED_BYTES;
-        let mut matmul = |name: &str| Linear::new(weights.get(name)?, &mut budget);
-        let mut layers = Vec::with_capacity(shape.blocks);
-        for (i, [q_norm, k_norm, attn_norm, post_attn_norm, ffn_norm, post_ffn_norm]) in
-            parts.into_iter().enumerate()
-        {
-            let name = |t: &str| format!("blk.{i}.{t}.weight");
             layers.push(Layer {
-                q: matmul(&name("attn_q"))?,
-                k: matmul(&name("attn_k"))?,
-                v: matmul(&name("attn_v"))?,
-                o: matmul(&name("attn_output"))?,
-                q_norm,
-                k_norm,
-                attn_norm,
-                post_attn_norm,
-                ffn_norm,
-                post_ffn_norm,
-                gate: matmul(&name("ffn_gate"))?,
-                up: matmul(&name("ffn_up"))?,
-                down: matmul(&name("ffn_down"))?,
+                q: matmul(weights, &name("attn_q"))?,
+                k: matmul(weights, &name("attn_k"))?,
+                v: matmul(weights, &name("attn_v"))?,
+                o: matmul(weights, &name("attn_output"))?,
+                q_norm: norm(weights, &name("attn_q_norm"))?,
+                k_norm: norm(weights, &name("attn_k_norm"))?,
+                attn_norm: norm(weights, &name("attn_norm"))?,
+                post_attn_norm: norm(weights, &name("post_attention_norm"))?,
+                ffn_norm: norm(weights, &name("ffn_norm"))?,
+                post_ffn_norm: norm(weights, &name("post_ffw_norm"))?,
+                gate: matmul(weights, &name("ffn_gate"))?,
+                up: matmul(weights, &name("ffn_up"))?,
+                down: matmul(weights, &name("ffn_down"))?,
                 window: shape.windows.get(i).copied().flatten(),
                 cache: None,
             });
         }
-        let output = matmul(head)?;
+        let head = match weights.has("output.weight") {
+            true => "output.weight",
+            false => "token_embd.weight",
+        };
+        let output = matmul(weights, head)?;
         let hd = shape.head_dim;
         Ok(Gemma3 {
             embeddings: weights.embeddings()?,
@@ -237,7 +218,6 @@ impl Gemma3 {
             kv_heads: shape.kv_heads,
             head_dim: hd,
             attn_scale: shape.attn_scale,
-            final_softcap: shape.final_softcap,
             layers,
             local: Rope::new(Pairs::Neox, hd, shape.local_base, 1.0, None, ctx)?,
             global: Rope::new(
@@ -248,7 +228,7 @@ impl Gemma3 {
                 None,
                 ctx,
             )?,
-            norm: final_norm,
+            norm: norm(weights, "output_norm.weight")?,
             output,
             ctx,
         })
@@ -285,11 +265,7 @@ impl Gemma3 {
             x = (h + x1)?;
         }
         let last = x.narrow(1, seq - 1, 1)?;
-        let logits = self.output.forward(&self.norm.forward(&last)?)?;
-        match self.final_softcap {
-            Some(cap) => (logits / cap)?.tanh()? * cap,
-            None => Ok(logits),
-        }
+        self.output.forward(&self.norm.forward(&last)?)
     }
 
     fn attention(&mut self, i: usize, x: &Tensor, pos: usize) -> Result<Tensor> {

@@ -491,8 +491,8 @@ impl Hyper {
 /// [`gemma3::Shape`]: which layers slide (`layer_types`, else every `sliding_window_pattern`-th
 /// is global), the two rotary bases (transformers 5's `rope_parameters` by layer kind, else
 /// `rope_theta` and `rope_local_base_freq`) and the global layers' linear scaling, the query
-/// scale `query_pre_attn_scalar`, and the logit cap. A key whose value the decoder would run
-/// wrong is refused by name.
+/// scale `query_pre_attn_scalar`. A key whose value the decoder would run wrong (soft-capping,
+/// which Gemma 3 ships without) is refused by name.
 pub(super) fn gemma3_shape(config: &ModelConfig, h: &Hyper) -> Result<super::gemma3::Shape> {
     let f = Fields {
         raw: &config.raw,
@@ -510,11 +510,13 @@ pub(super) fn gemma3_shape(config: &ModelConfig, h: &Hyper) -> Result<super::gem
             "Gemma 3 gates its MLP with gelu_pytorch_tanh; the in-process decoder runs that only",
         ));
     }
-    if f.float("attn_logit_softcapping")?.is_some_and(|c| c > 0.0) {
-        return Err(f.err(
-            "attn_logit_softcapping",
-            "the in-process Gemma 3 does not cap attention scores (Gemma 3 ships none)",
-        ));
+    for key in ["attn_logit_softcapping", "final_logit_softcapping"] {
+        if f.float(key)?.is_some_and(|c| c > 0.0) {
+            return Err(f.err(
+                key,
+                "the in-process Gemma 3 does not soft-cap (Gemma 3 ships without it)",
+            ));
+        }
     }
     let window = f.uint("sliding_window")?.unwrap_or(4096);
     let windows = match config.raw.get("layer_types").filter(|v| !v.is_null()) {
@@ -603,7 +605,6 @@ pub(super) fn gemma3_shape(config: &ModelConfig, h: &Hyper) -> Result<super::gem
         local_base: theta(local, "rope_local_base_freq", 10_000.0)? as f32,
         global_scale: global_scale as f32,
         attn_scale: 1.0 / query_scalar.sqrt(),
-        final_softcap: f.float("final_logit_softcapping")?.filter(|c| *c > 0.0),
     })
 }
 
@@ -658,10 +659,7 @@ mod tests {
         assert_eq!(v4.windows[0], Some(512));
         assert_eq!((v4.global_base, v4.local_base), (1_000_000.0, 10_000.0));
         assert_eq!(v4.attn_scale, 1.0 / 16.0);
-        assert_eq!(
-            (v4.head_dim, v4.global_scale, v4.final_softcap),
-            (256, 1.0, None)
-        );
+        assert_eq!((v4.head_dim, v4.global_scale), (256, 1.0));
         // transformers 5 writes layer_types and rope_parameters by layer kind.
         let v5 = gemma3(|c| {
             let o = c.as_object_mut().unwrap();

@@ -321,14 +321,19 @@ impl LlamaFamily {
                         split("ffn_down_exps")?,
                     );
                     let n = gates.len();
-                    let used = match used {
-                        Some(u) if u >= 1 && u <= n && ups.len() == n && downs.len() == n => u,
-                        _ => candle_core::bail!(
-                            "{}: expert_used_count {used:?} of {n} experts ({} up, {} down)",
-                            name("ffn_gate_exps"),
+                    if ups.len() != n || downs.len() != n {
+                        candle_core::bail!(
+                            "block {i} has {n} gate, {} up and {} down experts",
                             ups.len(),
                             downs.len()
-                        ),
+                        );
+                    }
+                    let used = match used {
+                        Some(u) if (1..=n).contains(&u) => u,
+                        Some(u) => {
+                            candle_core::bail!("expert_used_count is {u}; the file has {n} experts")
+                        }
+                        None => candle_core::bail!("metadata {arch}.expert_used_count is missing"),
                     };
                     let experts = gates
                         .into_iter()
