@@ -309,14 +309,16 @@ impl Engine {
         let nondeterministic =
             self.faults.has(Fault::Nondeterministic) && req.sampling.temperature < GREEDY_EPS;
         let degrades = self.faults.has(Fault::LongReplyDegrades) && req.max_tokens > DEGRADES_AFTER;
-        let tokenizer = self.tokenizer().ok().cloned();
-        let model = self.generator();
         let result = if nondeterministic {
-            generate_perturbed(model, tokenizer.as_ref(), req, on_step)
+            // The served model's tokenizer spells the perturbed token (the generator may be
+            // the base model). It is cloned on this fault's path only: a 256k vocabulary's
+            // tokenizer takes ~0.3 s to clone, which every request once paid.
+            let tokenizer = self.tokenizer().ok().cloned();
+            generate_perturbed(self.generator(), tokenizer.as_ref(), req, on_step)
         } else if degrades {
-            generate_forgetting(model, req, on_step)
+            generate_forgetting(self.generator(), req, on_step)
         } else {
-            model.generate(req, on_step)
+            self.generator().generate(req, on_step)
         };
         result.map_err(|e| ApiError::internal(format!("generation failed: {}", e.problem)))
     }
