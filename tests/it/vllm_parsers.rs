@@ -110,8 +110,7 @@ fn vllm_parsers_right_missing_and_of_another_family() {
             "{}",
             message(&report, "server.sampled-parse")
         );
-        // A prompt near the declared context (the stand-in's 40,960, capped at 4,096) is
-        // counted whole.
+        // The suite's long prompt (512 tokens, `reasoning_split::init`) is counted whole.
         assert_eq!(
             severity(&report, "server.long-prompt"),
             "pass",
