@@ -74,10 +74,7 @@ fn a_requantized_copy_of_real_weights_served_under_the_same_name_is_caught_at_th
     assert_eq!(code, 0, "{report:#}");
     let f = finding(&report, "checkpoint.fingerprint");
     let long = f["evidence"]["long reply"].as_str().unwrap_or_default();
-    assert!(
-        long.starts_with("256 tokens in 8 windows of 32: every window within"),
-        "the model writes the long-reply prompt to its end, each window judged: {f:#}"
-    );
+    assert_judged_within(long, f);
     drop(healthy);
 
     // A q8_0 KV cache (llama.cpp#23717 turned output to gibberish after 100–150 tokens): on
@@ -94,10 +91,7 @@ fn a_requantized_copy_of_real_weights_served_under_the_same_name_is_caught_at_th
     let f = finding(&report, "checkpoint.fingerprint");
     assert_eq!(f["severity"], "pass", "{f:#}");
     let long = f["evidence"]["long reply"].as_str().unwrap_or_default();
-    assert!(
-        long.starts_with("256 tokens in 8 windows of 32: every window within"),
-        "{f:#}"
-    );
+    assert_judged_within(long, f);
     assert_ne!(
         report["first_broken"]["boundary"], "checkpoint",
         "{report:#}"
@@ -408,4 +402,22 @@ fn less_a_space(t: &str) -> String {
 /// fails under CI).
 fn real_gemma3_q4_0() -> Option<PathBuf> {
     real_file("gemma-3-270m-it-q4_0.gguf")
+}
+
+/// The long reply was judged in whole windows, every one within the bounds: all 256 tokens,
+/// or — where llama-cpp-python's logprobs are dear on a busy machine (166 ms a token under
+/// CI's load against 38 ms idle) — the windows their 30 s pay for, and the evidence says so.
+fn assert_judged_within(long: &str, f: &serde_json::Value) {
+    let tokens: usize = long
+        .split_once(" tokens in ")
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("the long reply was judged: {f:#}"));
+    assert!(
+        long.contains("windows of 32: every window within the reference's bounds"),
+        "each window judged and within: {f:#}"
+    );
+    assert!(
+        tokens == 256 || (long.contains("shortened from 256") && (64..256).contains(&tokens)),
+        "the whole reply, or the windows the budget pays for, said: {f:#}"
+    );
 }

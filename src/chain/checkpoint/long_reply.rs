@@ -144,7 +144,7 @@ pub(super) async fn judge(
         return LongReply::Unjudged("the serving template does not render its prompt".into());
     };
     let room = context_length(online, obs).map_or(wanted, |c| c.saturating_sub(local.len()));
-    let asked = wanted.min(room);
+    let mut asked = wanted.min(room);
     if asked < AT_LEAST {
         return LongReply::Unjudged(format!(
             "the context leaves {room} tokens after the prompt, fewer than {AT_LEAST}"
@@ -156,17 +156,26 @@ pub(super) async fn judge(
         .await
         .ok()
         .flatten();
-    let without_logprobs = logprobs_too_dear(obs, asked);
+    let mut without_logprobs = logprobs_too_dear(obs, asked);
+    let mut shortened = None;
     if let Some(why) = &without_logprobs {
         // Without logprobs only reported ids say which tokens the server generated (its text
-        // re-tokenized may split otherwise); a server that reported none on the probes would
-        // leave the reply unjudged after keeping it busy.
+        // re-tokenized may split otherwise). A server that reported none on the probes is asked
+        // for the windows its logprobs' budget pays for: a shorter reply judged says more than
+        // none, and a busy server's cost must not turn the check off.
         let reports_ids = obs
             .runs
             .iter()
             .any(|r| r.main().is_some_and(|m| m.token_ids.is_some()));
         if !reports_ids {
-            return LongReply::Unjudged(format!("logprobs are too dear on this server ({why}), and without them it reports no token ids to judge; a stack that reports them (vLLM with return_token_ids, chatgate serve) or whose logprobs are cheap (vLLM, llama-server) judges it, and [reference] long_reply_tokens = 0 says it is not wanted"));
+            let Some(fit) = obs.logprob_cost().and_then(affordable) else {
+                return LongReply::Unjudged(format!("logprobs are too dear on this server ({why}) even for {AT_LEAST} tokens, and without them it reports no token ids to judge; a stack that reports them (vLLM with return_token_ids, chatgate serve) or whose logprobs are cheap (vLLM, llama-server) judges it, and [reference] long_reply_tokens = 0 says it is not wanted"));
+            };
+            shortened = Some(format!(
+                "shortened from {asked}: {why}, and the {LOGPROB_BUDGET_S:.0} s logprobs may add pays for {fit}"
+            ));
+            asked = fit;
+            without_logprobs = None;
         }
     }
     let reply = match ask(online, &probe, asked, without_logprobs.is_none()).await {
@@ -183,13 +192,17 @@ pub(super) async fn judge(
         Ok(s) => s,
         Err(why) => return LongReply::Unjudged(format!("the reference could not score it: {why}")),
     };
-    let short = (ids.len() < asked).then(|| {
+    let stopped = (ids.len() < asked).then(|| {
         format!(
             "asked for {asked}, the server stopped after {} with finish_reason {:?}; a server that takes no `ignore_eos` stops where the model does",
             ids.len(),
             reply.finish_reason.as_deref().unwrap_or("none")
         )
     });
+    let short = match (shortened, stopped) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
     if ids.len() < AT_LEAST {
         return LongReply::Unjudged(short.unwrap_or_default());
     }
@@ -210,6 +223,18 @@ pub(super) async fn judge(
 /// probes measured it) would add more than [`LOGPROB_BUDGET_S`] to it.
 fn logprobs_too_dear(obs: &Observed, tokens: usize) -> Option<String> {
     dear(obs.logprob_cost()?, tokens)
+}
+
+/// The most tokens, in whole windows and at least [`AT_LEAST`], whose logprobs fit
+/// [`LOGPROB_BUDGET_S`] at this cost per token.
+fn affordable(per_token: std::time::Duration) -> Option<usize> {
+    let per_token = per_token.as_secs_f64();
+    if per_token <= 0.0 {
+        return None;
+    }
+    let windows = (LOGPROB_BUDGET_S / per_token / WINDOW as f64).floor() as usize;
+    let tokens = windows.saturating_mul(WINDOW);
+    (tokens >= AT_LEAST).then_some(tokens)
 }
 
 fn dear(per_token: std::time::Duration, tokens: usize) -> Option<String> {
@@ -395,6 +420,13 @@ mod tests {
         );
         assert_eq!(dear(Duration::from_millis(38), 256), None, "10 s: asked");
         assert_eq!(dear(Duration::ZERO, 256), None);
+        // SmolLM2-135M on llama-cpp-python under CI's load, measured: 166 ms a token; 30 s pay
+        // for 180 tokens, five whole windows. Gemma 3's 391 ms pay for 76: two windows. Past
+        // 469 ms not even two windows fit.
+        assert_eq!(affordable(Duration::from_millis(166)), Some(160));
+        assert_eq!(affordable(Duration::from_millis(391)), Some(64));
+        assert_eq!(affordable(Duration::from_millis(470)), None);
+        assert_eq!(affordable(Duration::ZERO), None);
         let judged = LongReply::Judged {
             tokens: 256,
             short: None,
