@@ -10,9 +10,12 @@
 //!
 //! Each family's rules are its reference parser's, from vLLM 0.32.0's source (the version
 //! chatgate pins; docs/reasoning-and-tools.md has the table): the engine families type their
-//! arguments by the schema (`schema.rs`), keep the text around calls as content, stripped; the
-//! classic parsers (Hermes, Llama 3.x, DeepSeek-V3/V3.1, harmony) return the model's JSON as it
-//! is, and content is the text before the first call.
+//! arguments by the schema (`schema.rs`); the classic parsers (Hermes, Llama 3.x,
+//! DeepSeek-V3/V3.1, harmony) return the model's JSON as it is. For every family content is the
+//! text before the first call: vLLM's non-streamed parse defers text that follows a call and
+//! never returns it (`parser/engine/parser_engine.py`, `_events_to_delta`), DeepSeek-V3.2's
+//! grammar drops it by design ("a tool call ends the turn"), the classic parsers slice before
+//! the first call.
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -64,8 +67,6 @@ struct Rules {
     strip_content: bool,
     /// Calls to a tool the request does not offer are dropped.
     validate_names: bool,
-    /// Text after the calls is content too (engine parsers); else only the text before.
-    content_after: bool,
 }
 
 impl CallFormat {
@@ -76,14 +77,12 @@ impl CallFormat {
             typed: true,
             strip_content,
             validate_names,
-            content_after: true,
         };
         let classic = |vllm| Rules {
             vllm,
             typed: false,
             strip_content: true,
             validate_names: false,
-            content_after: false,
         };
         match self {
             Json => classic("hermes"),
@@ -181,10 +180,9 @@ pub(crate) enum RawArgs {
 /// What a reader found in the text after reasoning.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Scan {
-    /// Text before the first call.
+    /// Text before the first call: the content (text after a call is no reference parser's
+    /// content, so it is not kept).
     pub before: String,
-    /// Text after the calls (engine parsers return it as content).
-    pub after: String,
     pub calls: Vec<RawCall>,
     /// Opened calls that cannot be read: (where, why).
     pub broken: Vec<(usize, String)>,
@@ -368,9 +366,6 @@ impl Reader {
             }
         }
         let mut content = scan.before;
-        if rules.as_ref().is_some_and(|r| r.content_after) {
-            content.push_str(&scan.after);
-        }
         if called && rules.as_ref().is_none_or(|r| r.strip_content) {
             content = content.trim().to_string();
         }
@@ -457,7 +452,6 @@ impl Reader {
         }
         Scan {
             before: parsed.content,
-            after: String::new(),
             calls: parsed
                 .calls
                 .into_iter()

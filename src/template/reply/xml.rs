@@ -76,10 +76,10 @@ pub fn qwen3(text: &str) -> Scan {
         }
         cursor += "<function=".len();
         let Some(gt) = text[cursor..].find('>') else {
-            scan.broken.push((
-                at,
-                "the function's name has no closing `>` (cut off)".into(),
-            ));
+            // Cut off inside the name: vLLM's engine still returns the call, named by what
+            // was written, with no arguments (as GLM's cut name is read).
+            let name = text[cursor..].trim().to_string();
+            push_call(&mut scan, name, None, RawArgs::Pairs(Vec::new()), at, true);
             break;
         };
         let name = text[cursor..cursor + gt].trim().to_string();
@@ -282,12 +282,11 @@ pub(super) fn until<'a>(text: &'a str, from: usize, end: &str) -> (&'a str, bool
     }
 }
 
-/// Text outside calls: before the first call, else after one.
+/// Text outside calls: content before the first call; after one it is dropped, as every
+/// reference parser drops it.
 pub(super) fn push_content(scan: &mut Scan, text: &str) {
     if scan.calls.is_empty() && scan.broken.is_empty() {
         scan.before.push_str(text);
-    } else {
-        scan.after.push_str(text);
     }
 }
 
