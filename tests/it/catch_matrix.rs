@@ -1127,7 +1127,7 @@ mod real_shape {
             ("# long_reply_tokens = 256", "long_reply_tokens = 64"),
             // A 4,096-token prefill of a 135M model in candle on two cores is a minute a
             // gate; 512 tokens still run the check against each reference kind.
-            ("# long_prompt_tokens = 4096", "long_prompt_tokens = 512"),
+            crate::reasoning_split::LONG_PROMPT_512,
             (
                 "repeats = 3\nconcurrency = 1\nwarmup = 1",
                 "repeats = 1\nconcurrency = 1\nwarmup = 0",

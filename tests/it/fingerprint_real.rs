@@ -408,16 +408,22 @@ fn real_gemma3_q4_0() -> Option<PathBuf> {
 /// or — where llama-cpp-python's logprobs are dear on a busy machine (166 ms a token under
 /// CI's load against 38 ms idle) — the windows their 30 s pay for, and the evidence says so.
 fn assert_judged_within(long: &str, f: &serde_json::Value) {
+    use chatgate::chain::checkpoint::long_reply::{DEFAULT_TOKENS, WINDOW};
     let tokens: usize = long
         .split_once(" tokens in ")
         .and_then(|(n, _)| n.parse().ok())
         .unwrap_or_else(|| panic!("the long reply was judged: {f:#}"));
     assert!(
-        long.contains("windows of 32: every window within the reference's bounds"),
+        long.contains(&format!(
+            "windows of {WINDOW}: every window within the reference's bounds"
+        )),
         "each window judged and within: {f:#}"
     );
+    let shortened = long.contains(&format!("shortened from {DEFAULT_TOKENS}"))
+        && (2 * WINDOW..DEFAULT_TOKENS).contains(&tokens)
+        && tokens % WINDOW == 0;
     assert!(
-        tokens == 256 || (long.contains("shortened from 256") && (64..256).contains(&tokens)),
-        "the whole reply, or the windows the budget pays for, said: {f:#}"
+        tokens == DEFAULT_TOKENS || shortened,
+        "the whole reply, or the whole windows the budget pays for, said: {f:#}"
     );
 }

@@ -63,12 +63,12 @@ fn suite(dir: &Path, model: &Path, url: &str) {
 fn full_long_prompt(dir: &Path) {
     let path = dir.join("suite.toml");
     let text = std::fs::read_to_string(&path).expect("suite.toml");
-    let short = "long_prompt_tokens = 512";
+    let (full, short) = crate::reasoning_split::LONG_PROMPT_512;
     assert!(
         text.contains(short),
         "reasoning_split::init changed: {short:?}"
     );
-    let text = text.replacen(short, "# long_prompt_tokens = 4096", 1);
+    let text = text.replacen(short, full, 1);
     std::fs::write(&path, text).expect("suite.toml");
 }
 

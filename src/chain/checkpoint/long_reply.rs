@@ -144,7 +144,7 @@ pub(super) async fn judge(
         return LongReply::Unjudged("the serving template does not render its prompt".into());
     };
     let room = context_length(online, obs).map_or(wanted, |c| c.saturating_sub(local.len()));
-    let mut asked = wanted.min(room);
+    let asked = wanted.min(room);
     if asked < AT_LEAST {
         return LongReply::Unjudged(format!(
             "the context leaves {room} tokens after the prompt, fewer than {AT_LEAST}"
@@ -156,28 +156,14 @@ pub(super) async fn judge(
         .await
         .ok()
         .flatten();
-    let mut without_logprobs = logprobs_too_dear(obs, asked);
-    let mut shortened = None;
-    if let Some(why) = &without_logprobs {
-        // Without logprobs only reported ids say which tokens the server generated (its text
-        // re-tokenized may split otherwise). A server that reported none on the probes is asked
-        // for the windows its logprobs' budget pays for: a shorter reply judged says more than
-        // none, and a busy server's cost must not turn the check off.
-        let reports_ids = obs
-            .runs
-            .iter()
-            .any(|r| r.main().is_some_and(|m| m.token_ids.is_some()));
-        if !reports_ids {
-            let Some(fit) = obs.logprob_cost().and_then(affordable) else {
-                return LongReply::Unjudged(format!("logprobs are too dear on this server ({why}) even for {AT_LEAST} tokens, and without them it reports no token ids to judge; a stack that reports them (vLLM with return_token_ids, chatgate serve) or whose logprobs are cheap (vLLM, llama-server) judges it, and [reference] long_reply_tokens = 0 says it is not wanted"));
-            };
-            shortened = Some(format!(
-                "shortened from {asked}: {why}, and the {LOGPROB_BUDGET_S:.0} s logprobs may add pays for {fit}"
-            ));
-            asked = fit;
-            without_logprobs = None;
-        }
-    }
+    let Sized {
+        tokens: asked,
+        without_logprobs,
+        shortened,
+    } = match sized(obs, asked) {
+        Ok(s) => s,
+        Err(why) => return LongReply::Unjudged(why),
+    };
     let reply = match ask(online, &probe, asked, without_logprobs.is_none()).await {
         Ok(r) => r,
         Err(e) => return LongReply::Unjudged(format!("the long request failed: {e}")),
@@ -219,10 +205,48 @@ pub(super) async fn judge(
     }
 }
 
-/// Why the long reply goes without logprobs, when what they cost this server per token (the
-/// probes measured it) would add more than [`LOGPROB_BUDGET_S`] to it.
-fn logprobs_too_dear(obs: &Observed, tokens: usize) -> Option<String> {
-    dear(obs.logprob_cost()?, tokens)
+/// How the long reply is asked, at what its logprobs cost this server per token (the probes
+/// measured it).
+struct Sized {
+    tokens: usize,
+    /// Why it goes without logprobs (judged on the ids the server reports), when it does.
+    without_logprobs: Option<String>,
+    /// Why it is shorter than the suite asked for, when it is.
+    shortened: Option<String>,
+}
+
+/// `asked` tokens with logprobs while they add at most [`LOGPROB_BUDGET_S`]; past that, without
+/// them on a server that reports token ids (only reported ids say which tokens it generated:
+/// its text re-tokenized may split otherwise), else the whole windows the budget pays for — a
+/// shorter reply judged says more than none, and a busy server's cost must not turn the check
+/// off. Err: not even two windows fit.
+fn sized(obs: &Observed, asked: usize) -> Result<Sized, String> {
+    let cost = obs.logprob_cost();
+    let whole = |without_logprobs| Sized {
+        tokens: asked,
+        without_logprobs,
+        shortened: None,
+    };
+    let Some(why) = cost.and_then(|c| dear(c, asked)) else {
+        return Ok(whole(None));
+    };
+    let reports_ids = obs
+        .runs
+        .iter()
+        .any(|r| r.main().is_some_and(|m| m.token_ids.is_some()));
+    if reports_ids {
+        return Ok(whole(Some(why)));
+    }
+    let Some(fit) = cost.and_then(affordable) else {
+        return Err(format!("logprobs are too dear on this server ({why}) even for {AT_LEAST} tokens, and without them it reports no token ids to judge; a stack that reports them (vLLM with return_token_ids, chatgate serve) or whose logprobs are cheap (vLLM, llama-server) judges it, and [reference] long_reply_tokens = 0 says it is not wanted"));
+    };
+    Ok(Sized {
+        tokens: fit,
+        without_logprobs: None,
+        shortened: Some(format!(
+            "shortened from {asked}: {why}, and the {LOGPROB_BUDGET_S:.0} s logprobs may add pays for {fit}"
+        )),
+    })
 }
 
 /// The most tokens, in whole windows and at least [`AT_LEAST`], whose logprobs fit
