@@ -4,7 +4,7 @@
 //! (safetensors, sharded too; weights of any float dtype are converted to F32) through
 //! candle-transformers' `llama`, `mistral`, `qwen2`, `qwen3`, `phi3` and `gemma2` modules, and
 //! GGUF files (F32, F16, Q8_0, and candle's other quantizations) of the llama, qwen2, qwen3,
-//! phi3, smollm3, granite and olmo2 architectures through this crate's own quantized decoder (`candle/llama_family.rs`:
+//! phi3, smollm3, granite, olmo2, mistral3 and glm4 architectures through this crate's own quantized decoder (`candle/llama_family.rs`:
 //! candle's cannot reach its int8 tiles on most small models, and its `quantized_phi3` has a
 //! fixed rotary base, rotates whole heads and ignores LongRoPE; a mixture-of-experts llama file
 //! goes through candle's `quantized_llama`), and of gemma3 through this crate's own quantized
@@ -42,8 +42,8 @@ use crate::template::{ChatTemplate, RenderRequest, TemplateError};
 
 /// The GGUF `general.architecture`s the candle target runs.
 pub const GGUF_ARCHITECTURES: &[&str] = &[
-    "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "smollm3", "granite", "olmo2", "gemma2",
-    "gemma3",
+    "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "smollm3", "granite", "olmo2", "mistral3",
+    "glm4", "gemma2", "gemma3",
 ];
 /// The config.json `model_type`s the candle target runs.
 pub const HF_MODEL_TYPES: &[&str] = &[

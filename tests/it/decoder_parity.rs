@@ -355,11 +355,15 @@ fn relabel_from(
             *v = gguf_file::Value::String(arch.into());
         }
     }
-    parts.metadata.extend(
-        extra
-            .iter()
-            .map(|(k, v)| (format!("{arch}.{k}"), v.clone())),
-    );
+    // An extra key replaces the file's own of that name (a GGUF names each key once).
+    let extra: Vec<(String, gguf_file::Value)> = extra
+        .iter()
+        .map(|(k, v)| (format!("{arch}.{k}"), v.clone()))
+        .collect();
+    parts
+        .metadata
+        .retain(|(k, _)| extra.iter().all(|(e, _)| e != k));
+    parts.metadata.extend(extra);
     parts.tensors = std::mem::take(&mut parts.tensors)
         .into_iter()
         .flat_map(|(name, t)| retensor(&name, t))
@@ -402,7 +406,54 @@ fn olmo2_tensors(name: &str, t: QTensor) -> Vec<(String, QTensor)> {
     }
 }
 
-/// SmolLM3 (Llama with every fourth layer unrotated), Granite (Llama with embedding, residual,
+/// GLM-4's tensors from a llama file's: norms after attention and the MLP besides the ones
+/// before (weights near 1, each one different); [`fuse_gate_up`] then fuses its MLP.
+fn glm4_tensors(name: &str, t: QTensor) -> Vec<(String, QTensor)> {
+    let post = |n: &str, rows: usize| {
+        let w: Vec<f32> = (0..rows).map(|i| 1.0 + 0.3 * (i as f32).cos()).collect();
+        (n.to_string(), f32_tensor(w, &[rows]))
+    };
+    let rows = t.shape().dims()[0];
+    match name {
+        n if n.ends_with(".attn_norm.weight") => {
+            let p = post(&n.replace(".attn_norm.", ".post_attention_norm."), rows);
+            vec![(n.to_string(), t), p]
+        }
+        n if n.ends_with(".ffn_norm.weight") => {
+            let p = post(&n.replace(".ffn_norm.", ".post_ffw_norm."), rows);
+            vec![(n.to_string(), t), p]
+        }
+        n => unchanged(n, t),
+    }
+}
+
+/// `gguf` with each block's `ffn_gate` and `ffn_up` fused into one `ffn_up`, gate rows first,
+/// as GLM-4's converter writes HF's `gate_up_proj` (and Phi-3's its `gate_up_proj`).
+fn fuse_gate_up(gguf: &Path) {
+    let mut parts = GgufParts::read(gguf).unwrap();
+    let mut gates = std::collections::HashMap::new();
+    for (name, t) in &parts.tensors {
+        if let Some(block) = name.strip_suffix(".ffn_gate.weight") {
+            gates.insert(block.to_string(), t.dequantize(&Device::Cpu).unwrap());
+        }
+    }
+    parts.tensors = std::mem::take(&mut parts.tensors)
+        .into_iter()
+        .filter(|(name, _)| !name.ends_with(".ffn_gate.weight"))
+        .map(|(name, t)| match name.strip_suffix(".ffn_up.weight") {
+            Some(block) => {
+                let up = t.dequantize(&Device::Cpu).unwrap();
+                let both = Tensor::cat(&[&gates[block], &up], 0).unwrap();
+                (name, QTensor::quantize(&both, GgmlDType::F32).unwrap())
+            }
+            None => (name, t),
+        })
+        .collect();
+    parts.write(gguf).unwrap();
+}
+
+/// Llama with YaRN, Mistral 3 (Llama's graph, YaRN whose magnitude its graph cancels), GLM-4
+/// (norms before and after, gate and up fused, half-head NORM rotation), SmolLM3 (Llama with every fourth layer unrotated), Granite (Llama with embedding, residual,
 /// attention and logit multipliers) and OLMo-2 (norms after attention and the MLP instead of
 /// before, Q and K normed across heads, NEOX rotation) in `chatgate serve`, against
 /// llama-cpp-python on the same F32 GGUF: a four-layer TinyLlama stand-in relabelled as each
@@ -412,7 +463,7 @@ fn olmo2_tensors(name: &str, t: QTensor) -> Vec<(String, QTensor)> {
 /// every fourth layer anyway drifts 1.5 and 1.7 mean, Granite without its multipliers 3.7, and
 /// OLMo-2 with NORM pairs or without its post-norms fails too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn smollm3_granite_and_olmo2_ggufs_in_process_agree_with_llama_cpp() {
+async fn yarn_mistral3_glm4_smollm3_granite_and_olmo2_ggufs_in_process_agree_with_llama_cpp() {
     let Some(py) = llama_server::python() else {
         return;
     };
@@ -421,7 +472,34 @@ async fn smollm3_granite_and_olmo2_ggufs_in_process_agree_with_llama_cpp() {
     let llama = built.out.join("model.gguf");
     use gguf_file::Value as V;
     type Case = (&'static str, Vec<(&'static str, V)>, Retensor);
-    let cases: [Case; 3] = [
+    // YaRN over a 4,096-token original context: on these 8-pair heads pairs 0–2 keep their
+    // frequency, 3–5 blend and 6–7 are divided by the factor (ggml's correction dims 2 and 6).
+    let yarn = |factor: f32| {
+        vec![
+            ("rope.scaling.type", V::String("yarn".into())),
+            ("rope.scaling.factor", V::F32(factor)),
+            ("rope.scaling.original_context_length", V::U32(4096)),
+        ]
+    };
+    // Mistral 3 as its converter writes Ministral 3: YaRN (factor 16), mscale_all_dim 1 as
+    // `yarn_log_multiplier` (llama.cpp's magnitude 1 + 0.1 ln 16 over 1 + 0.1·1·ln 16: 1), and
+    // Llama 4's query temperature from the original context on.
+    let mut mistral3 = yarn(16.0);
+    mistral3.extend([
+        ("rope.scaling.yarn_log_multiplier", V::F32(1.0)),
+        ("attention.temperature_scale", V::F32(0.1)),
+        ("attention.temperature_length", V::U32(16384)),
+    ]);
+    let cases: [Case; 6] = [
+        // Llama with YaRN (a long-context config converted), cos and sin × 1 + 0.1 ln 8.
+        ("llama", yarn(8.0), unchanged),
+        ("mistral3", mistral3, unchanged),
+        // GLM-4: pre- and post-norms, gate and up fused, half of each head rotated.
+        (
+            "glm4",
+            vec![("rope.dimension_count", V::U32(8))],
+            glm4_tensors,
+        ),
         ("smollm3", vec![], unchanged),
         (
             "granite",
@@ -440,6 +518,9 @@ async fn smollm3_granite_and_olmo2_ggufs_in_process_agree_with_llama_cpp() {
     for (arch, extra, retensor) in cases {
         let gguf = dir.path().join(format!("{arch}.gguf"));
         relabel(&llama, &gguf, arch, &extra, retensor);
+        if arch == "glm4" {
+            fuse_gate_up(&gguf);
+        }
         let theirs = llama_server::start(&py, &gguf, arch, &[]);
         let ours = crate::common::gate_workspace::serve_with(chatgate::serve::ServeOptions {
             model: gguf.clone(),
@@ -634,5 +715,65 @@ fn a_phi3_gguf_whose_tensors_do_not_fit_its_header_is_refused_by_name() {
         };
         assert!(err.contains(says), "{what}: {err}");
         assert!(err.contains(&broken.display().to_string()), "{what}: {err}");
+    }
+}
+
+/// Rotations the in-process model would run wrong are refused by name, with the file: a
+/// scaling kind llama.cpp does not know, YaRN in Gemma 3 (whose decoder rotates linearly
+/// only), and a vision GLM's M-RoPE sections.
+#[test]
+fn rotations_the_in_process_model_cannot_run_are_refused_by_name() {
+    use gguf_file::Value as V;
+    let dir = tempfile::tempdir().unwrap();
+    // The stand-ins other tests build too (cached under target/standins).
+    let llama = CASES[0].0.standin().0.join("model.gguf");
+    let gemma3 = crate::common::families::GEMMA3
+        .standin()
+        .0
+        .join("model.gguf");
+    let yarn = || {
+        vec![
+            ("rope.scaling.type", V::String("yarn".into())),
+            ("rope.scaling.factor", V::F32(4.0)),
+        ]
+    };
+    // (source, its architecture, relabelled as, keys added, what the refusal says)
+    type Case<'a> = (&'a Path, &'a str, &'a str, Vec<(&'a str, V)>, &'a str);
+    let cases: [Case; 3] = [
+        (
+            &llama,
+            "llama",
+            "llama",
+            vec![("rope.scaling.type", V::String("dynamic".into()))],
+            "llama.rope.scaling.type is \"dynamic\"; llama.cpp and the in-process model know none, linear, yarn and longrope",
+        ),
+        (
+            &gemma3,
+            "gemma3",
+            "gemma3",
+            yarn(),
+            "gemma3.rope.scaling.type is \"yarn\": the in-process gemma3 model does not rotate by YaRN",
+        ),
+        (
+            &llama,
+            "llama",
+            "glm4",
+            vec![(
+                "rope.dimension_sections",
+                V::Array(vec![V::I32(4), V::I32(2), V::I32(2), V::I32(0)]),
+            )],
+            "glm4.rope.dimension_sections is set (M-RoPE",
+        ),
+    ];
+    for (src, from, arch, extra, says) in cases {
+        let broken = dir.path().join(format!("{arch}-{from}.gguf"));
+        relabel_from(src, &broken, from, arch, &extra, unchanged);
+        let err = match CandleModel::load(&broken) {
+            Ok(_) => panic!("{arch}: {extra:?} loaded"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(says), "{arch}: {err}");
+        assert!(err.contains(&broken.display().to_string()), "{arch}: {err}");
+        assert!(err.contains("server target"), "{arch}: {err}");
     }
 }

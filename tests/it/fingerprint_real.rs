@@ -190,13 +190,19 @@ fn gaps(a: &serde_json::Value, b: &serde_json::Value, prompt: usize) -> Vec<Gap>
             .map(|t| less_a_space(t.as_str().unwrap_or_default()))
             .collect()
     };
+    // Tokens are compared without a leading space (the stacks spell it differently); where
+    // that makes two of one stack's top tokens alike (" li" and "li"), neither is compared.
     let top = |l: &serde_json::Value, i: usize| -> std::collections::HashMap<String, f64> {
-        l["top_logprobs"][i]
-            .as_object()
-            .expect("top_logprobs")
-            .iter()
-            .filter_map(|(t, lp)| Some((less_a_space(t), lp.as_f64()?)))
-            .collect()
+        let mut seen = std::collections::HashMap::new();
+        let mut twice = std::collections::HashSet::new();
+        for (t, lp) in l["top_logprobs"][i].as_object().expect("top_logprobs") {
+            let Some(lp) = lp.as_f64() else { continue };
+            if seen.insert(less_a_space(t), lp).is_some() {
+                twice.insert(less_a_space(t));
+            }
+        }
+        seen.retain(|t, _| !twice.contains(t));
+        seen
     };
     let (ta, tb) = (tokens(la), tokens(lb));
     let mut out = Vec::new();

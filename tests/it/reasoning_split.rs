@@ -82,6 +82,16 @@ pub(crate) fn gate(dir: &Path, url: &str, update: bool) -> (i32, Value) {
         .run()
 }
 
+/// `gate --fail-fast` in `dir` against `url`, for a gate that is meant to fail at the server
+/// boundary: the same exit code, first broken boundary and findings up to it, without the
+/// replay and latency stages after it (on vLLM's CPU build, most of such a gate's time).
+pub(crate) fn gate_fail_fast(dir: &Path, url: &str) -> (i32, Value) {
+    crate::common::cli::gate(dir)
+        .target(url)
+        .args(&["--fail-fast"])
+        .run()
+}
+
 /// `chatgate init` in `dir` for `model` served at `url`, without its `[sft]` rows, for a
 /// client that reads `reasoning_content`.
 pub(crate) fn init(dir: &Path, model: &Path, url: &str, stack: Option<&str>) {

@@ -184,7 +184,7 @@ fn vllm_parsers_right_missing_and_of_another_family() {
             "{}",
             message(&report, "server.agent-round-trip")
         );
-        let (code, report) = crate::reasoning_split::gate(dir, &server.url, false);
+        let (code, report) = crate::reasoning_split::gate_fail_fast(dir, &server.url);
         // Sent back in `reasoning_content`, the name the template reads, vLLM 0.32 drops it
         // from the history before rendering (vllm#42664's class): 239 tokens against 248.
         let m = message(&report, "server.agent-round-trip");
@@ -206,7 +206,7 @@ fn vllm_parsers_right_missing_and_of_another_family() {
     // `vllm serve MODEL` with no parser flags, as it is most often started.
     {
         let server = crate::common::vllm::start(&python, &model, "model", &[]);
-        let (code, report) = crate::reasoning_split::gate(dir, &server.url, false);
+        let (code, report) = crate::reasoning_split::gate_fail_fast(dir, &server.url);
         assert_eq!(code, 1);
         assert_eq!(severity(&report, "server.reasoning-split"), "error");
         assert!(
@@ -253,7 +253,7 @@ fn vllm_parsers_right_missing_and_of_another_family() {
             "qwen3_xml",
         ];
         let server = crate::common::vllm::start(&python, &model, "model", &flags);
-        let (code, report) = crate::reasoning_split::gate(dir, &server.url, false);
+        let (code, report) = crate::reasoning_split::gate_fail_fast(dir, &server.url);
         assert_eq!(code, 1);
         assert_eq!(severity(&report, "server.reasoning-split"), "pass");
         let m = message(&report, "server.tool-call-parse");
@@ -448,7 +448,7 @@ fn vllm_qwen3_coder_parser_reads_the_xml_and_hermes_is_caught() {
     }
     {
         let server = crate::common::vllm::start(&python, &model, "model", &flags("hermes"));
-        let (code, report) = crate::reasoning_split::gate(dir, &server.url, false);
+        let (code, report) = crate::reasoning_split::gate_fail_fast(dir, &server.url);
         assert_eq!(code, 1);
         let tools = finding(&report, "server.tool-call-parse");
         let m = tools["message"].as_str().unwrap_or_default();

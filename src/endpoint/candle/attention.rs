@@ -22,6 +22,89 @@ pub(super) enum Pairs {
     Interleaved,
 }
 
+/// The `n`th pair's angle per position, unscaled: base^(−2n/dims).
+fn theta(base: f32, dims: usize, n: usize) -> f32 {
+    1.0 / base.powf((2 * n) as f32 / dims as f32)
+}
+
+/// The `n`th pair's frequency factor, where the file has them (Llama 3's
+/// `rope_freqs.weight`, Phi-3's `rope_factors_short.weight`): its frequency is divided by it.
+fn factor_of(factors: Option<&[f32]>, n: usize) -> f32 {
+    factors.and_then(|f| f.get(n)).copied().unwrap_or(1.0)
+}
+
+/// YaRN (`rope.scaling.type = yarn`) as llama.cpp applies it: to every position, not only
+/// past the original context (transformers' static YaRN does the same; vLLM too). Each pair's
+/// frequency is kept (extrapolated), divided by `factor` (interpolated), or blended between the
+/// two across the correction dims ggml derives from `beta_fast` and `beta_slow` and the
+/// original context (`ggml_rope_yarn_corr_dims`, `rope_yarn`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Yarn {
+    /// `rope.scaling.factor` (ggml's 1 / freq_scale).
+    pub factor: f32,
+    /// `rope.scaling.original_context_length`, else `context_length`.
+    pub original_ctx: usize,
+    /// `rope.scaling.yarn_beta_fast` (32) and `_beta_slow` (1).
+    pub beta_fast: f32,
+    pub beta_slow: f32,
+    /// `rope.scaling.yarn_ext_factor` (1 when absent: llama-context's default for YaRN); 0 is
+    /// plain interpolation.
+    pub ext_factor: f32,
+    /// `rope.scaling.yarn_attn_factor` (1 when absent): the magnitude when `ext_factor` is 0.
+    pub attn_factor: f32,
+    /// transformers' `mscale_all_dim`, where llama.cpp reads it (`rope.scaling.
+    /// yarn_log_multiplier` of a mistral3 file; 0: none).
+    pub mscale_all_dim: f32,
+}
+
+/// transformers' (and llama-context's) `get_mscale`: 1 + 0.1·m·ln(scale) above 1, else 1.
+fn get_mscale(scale: f32, m: f32) -> f32 {
+    match scale <= 1.0 {
+        true => 1.0,
+        false => 0.1 * m * scale.ln() + 1.0,
+    }
+}
+
+/// How a file stretches its rotation (`rope.scaling.type`): not at all, linearly (positions
+/// divided by the factor), or by YaRN.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Scaling {
+    None,
+    Linear(f32),
+    Yarn(Yarn),
+}
+
+impl Yarn {
+    /// ggml's `ggml_rope_yarn_corr_dims`, in pair indices: the pairs below `low` turn more than
+    /// `beta_fast` times over the original context (kept), those above `high` fewer than
+    /// `beta_slow` times (interpolated).
+    fn corr_dims(&self, dims: usize, base: f32) -> (f32, f32) {
+        let dim = |rotations: f32| {
+            dims as f32 * (self.original_ctx as f32 / (rotations * 2.0 * std::f32::consts::PI)).ln()
+                / (2.0 * base.ln())
+        };
+        let low = dim(self.beta_fast).floor().max(0.0);
+        let high = dim(self.beta_slow).ceil().min(dims as f32 - 1.0);
+        (low, high)
+    }
+
+    /// The magnitude cos and sin get, as llama-context computes it once the ramp is on
+    /// (transformers' `attention_factor`): get_mscale(factor, 1) / get_mscale(factor,
+    /// mscale_all_dim) where the file gives the latter, else get_mscale(factor, 1) = 1 + 0.1
+    /// ln(factor) (ggml multiplies that in itself; llama-context divides it out and puts this
+    /// in); without the ramp, the file's `yarn_attn_factor`. Measured against llama-cpp-python
+    /// 0.3.36: a mistral3 file with 0.1 logs "setting new yarn_attn_factor = 1.2428".
+    pub(super) fn magnitude(&self) -> f32 {
+        match (self.ext_factor != 0.0, self.mscale_all_dim != 0.0) {
+            (true, true) => {
+                get_mscale(self.factor, 1.0) / get_mscale(self.factor, self.mscale_all_dim)
+            }
+            (true, false) => get_mscale(self.factor, 1.0),
+            (false, _) => self.attn_factor,
+        }
+    }
+}
+
 impl Rope {
     /// `dims` rotated elements a head, base `base`, positions divided by `scale`, each frequency
     /// divided by its factor in `factors` where the file has them (Llama 3's
@@ -34,14 +117,37 @@ impl Rope {
         factors: Option<&[f32]>,
         ctx: usize,
     ) -> Result<Rope> {
-        let inv: Vec<f32> = (0..dims)
-            .step_by(2)
-            .enumerate()
-            .map(|(n, i)| {
-                let factor = factors.and_then(|f| f.get(n)).copied().unwrap_or(1.0);
-                1.0 / base.powf(i as f32 / dims as f32) / scale / factor
+        let inv = (0..dims / 2)
+            .map(|n| theta(base, dims, n) / factor_of(factors, n) / scale)
+            .collect();
+        Rope::from_inv_freq(pairs, inv, ctx)
+    }
+
+    /// The rotation YaRN gives (see [`Yarn`]), cos and sin not yet scaled: the magnitude is
+    /// the caller's ([`Yarn::magnitude`]), as llama.cpp's graphs differ in it.
+    pub(super) fn yarn(
+        pairs: Pairs,
+        dims: usize,
+        base: f32,
+        yarn: &Yarn,
+        factors: Option<&[f32]>,
+        ctx: usize,
+    ) -> Result<Rope> {
+        let (low, high) = yarn.corr_dims(dims, base);
+        let inv = (0..dims / 2)
+            .map(|n| {
+                let extrapolated = theta(base, dims, n) / factor_of(factors, n);
+                let interpolated = extrapolated / yarn.factor;
+                // ggml's `rope_yarn_ramp`: 1 below `low` (kept), 0 above `high` (interpolated).
+                let y = (n as f32 - low) / (high - low).max(0.001);
+                let mix = (1.0 - y.clamp(0.0, 1.0)) * yarn.ext_factor;
+                interpolated * (1.0 - mix) + extrapolated * mix
             })
             .collect();
+        Rope::from_inv_freq(pairs, inv, ctx)
+    }
+
+    fn from_inv_freq(pairs: Pairs, inv: Vec<f32>, ctx: usize) -> Result<Rope> {
         let n = inv.len();
         let inv = Tensor::from_vec(inv, (1, n), &Device::Cpu)?;
         let pos = Tensor::arange(0u32, ctx as u32, &Device::Cpu)?
@@ -191,6 +297,67 @@ mod tests {
             assert!((doubled[i] - 2.0 * out[i]).abs() < 1e-5, "{i}");
         }
         assert_eq!(&doubled[4..], &head[4..]);
+    }
+
+    fn table(r: &Rope) -> Vec<f32> {
+        r.cos.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    }
+
+    #[test]
+    fn yarn_keeps_the_fast_pairs_divides_the_slow_ones_and_blends_between() {
+        let yarn = Yarn {
+            factor: 8.0,
+            original_ctx: 4096,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+            ext_factor: 1.0,
+            attn_factor: 1.0,
+            mscale_all_dim: 0.0,
+        };
+        // ggml_rope_yarn_corr_dims for 16-wide heads at base 10,000: ⌊2.62⌋ and ⌈5.63⌉.
+        assert_eq!(yarn.corr_dims(16, 10_000.0), (2.0, 6.0));
+        let ctx = 64;
+        let plain = Rope::new(Pairs::Neox, 16, 10_000.0, 1.0, None, ctx).unwrap();
+        let linear = Rope::new(Pairs::Neox, 16, 10_000.0, 8.0, None, ctx).unwrap();
+        let ours = Rope::yarn(Pairs::Neox, 16, 10_000.0, &yarn, None, ctx).unwrap();
+        let (p, l, y) = (table(&plain), table(&linear), table(&ours));
+        let at = |t: &[f32], pos: usize, pair: usize| t[pos * 8 + pair];
+        for pos in [1, 17, 63] {
+            for pair in 0..=2 {
+                assert_eq!(at(&y, pos, pair), at(&p, pos, pair), "kept: {pos} {pair}");
+            }
+            for pair in 6..8 {
+                assert_eq!(
+                    at(&y, pos, pair),
+                    at(&l, pos, pair),
+                    "divided: {pos} {pair}"
+                );
+            }
+        }
+        // Pair 4 is half way along the ramp: its angle lies between the two.
+        let angle = |t: &[f32]| at(t, 63, 4).acos();
+        assert!(angle(&l) < angle(&y) && angle(&y) < angle(&p));
+        assert!((yarn.magnitude() - (1.0 + 0.1 * 8f32.ln())).abs() < 1e-6);
+        // ext_factor 0 is plain interpolation, at the file's own magnitude.
+        let flat = Yarn {
+            ext_factor: 0.0,
+            attn_factor: 0.5,
+            ..yarn
+        };
+        let interpolated = Rope::yarn(Pairs::Neox, 16, 10_000.0, &flat, None, ctx).unwrap();
+        assert_eq!(table(&interpolated), l);
+        assert_eq!(flat.magnitude(), 0.5);
+        // Ministral 3's mscale_all_dim 1 cancels it; llama.cpp's log line for 0.1 at 16.
+        let ministral = |m: f32| {
+            Yarn {
+                factor: 16.0,
+                mscale_all_dim: m,
+                ..yarn
+            }
+            .magnitude()
+        };
+        assert_eq!(ministral(1.0), 1.0);
+        assert!((ministral(0.1) - 1.2428).abs() < 1e-4);
     }
 
     #[test]

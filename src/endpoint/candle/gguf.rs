@@ -1,5 +1,5 @@
 //! Loading a GGUF: llama-family files (llama, qwen2, qwen3, qwen3moe, phi3, smollm3, granite,
-//! olmo2) through this crate's own quantized decoder (`llama_family.rs` says why not candle's;
+//! olmo2, mistral3, glm4) through this crate's own quantized decoder (`llama_family.rs` says why not candle's;
 //! it runs a mixture of experts too, but for the old layout, one tensor per expert, which goes
 //! through candle's `quantized_llama`), Gemma-2 dequantized into candle's
 //! own model (candle has no quantized Gemma-2), Gemma-3 through this crate's own quantized model
@@ -7,6 +7,7 @@
 use super::*;
 use candle_core::quantized::GgmlDType;
 
+use super::attention::{Scaling, Yarn};
 use super::llama_family::{self, LlamaFamily};
 
 impl CandleModel {
@@ -22,6 +23,7 @@ impl CandleModel {
         })?;
         let md_str = |k: &str| ct.metadata.get(k).and_then(|v| v.to_string().ok()).cloned();
         let md_uint = |k: &str| ct.metadata.get(k).and_then(gguf_uint);
+        let md_f32 = |k: &str| ct.metadata.get(k).and_then(|v| v.to_f32().ok());
         let arch = md_str("general.architecture").unwrap_or_default();
         if !GGUF_ARCHITECTURES.contains(&arch.as_str()) {
             return Err(Error::in_file(
@@ -58,17 +60,19 @@ impl CandleModel {
                 ),
             ));
         }
-        // Qwen3 and Gemma-2 heads may be wider than embedding_length / head_count
-        // (key_length says).
-        let own_head_dim = matches!(arch.as_str(), "qwen3" | "qwen3moe" | "gemma2" | "gemma3");
+        // A head may be wider or narrower than embedding_length / head_count (Qwen3, Gemma,
+        // Mistral Nemo's 128 of 160, Ministral 3's 128 of 96): `attention.key_length` says, in
+        // any architecture, as llama.cpp reads it; Qwen3 and Gemma files always write it.
+        let must_say = matches!(arch.as_str(), "qwen3" | "qwen3moe" | "gemma2" | "gemma3");
+        let own_head_dim = must_say || md_uint(&key("attention.key_length")).is_some_and(|k| k > 0);
         let head_dim = if own_head_dim {
             need("attention.key_length")?
         } else {
             embd / heads
         };
         let rope_dim = md_uint(&key("rope.dimension_count")).unwrap_or(head_dim);
-        // Phi-4-mini rotates 3/4 of each head; the other decoders rotate it whole.
-        let partial_rotary = arch == "phi3";
+        // Phi-4-mini rotates 3/4 of each head, GLM-4 half; the other decoders rotate it whole.
+        let partial_rotary = matches!(arch.as_str(), "phi3" | "glm4");
         if heads % kv_heads != 0
             || (!own_head_dim && embd % heads != 0)
             || rope_dim % 2 != 0
@@ -94,9 +98,11 @@ impl CandleModel {
             },
             None => return Err(Error::in_file(path, "has no token_embd.weight tensor")),
         };
+        // candle's quantized_llama (a mixture of experts in the old layout only) precomputes a
+        // fixed table; the decoders here size theirs from the file.
+        let old_moe = arch == "llama" && LlamaFamily::has_experts_one_by_one(&ct);
         let ctx = match arch.as_str() {
-            // quantized_llama precomputes a fixed table; the others size theirs from the file.
-            "llama" => md_uint(&key("context_length"))
+            "llama" if old_moe => md_uint(&key("context_length"))
                 .map_or(GGUF_MAX_POSITIONS, |c| (c as usize).min(GGUF_MAX_POSITIONS)),
             _ => {
                 let c = need("context_length")? as usize;
@@ -118,6 +124,20 @@ impl CandleModel {
             )
             .hint("use a server target (llama.cpp) for this file"));
         }
+        // GLM-4.1V and GLM-4.5V (glm4 with `rope.dimension_sections`) rotate by sections of
+        // position ids (M-RoPE), for images as much as text.
+        let sections = ct
+            .metadata
+            .get(&key("rope.dimension_sections"))
+            .and_then(|v| v.to_vec().ok())
+            .is_some_and(|v| v.iter().any(|s| gguf_uint(s).is_some_and(|n| n > 0)));
+        if sections {
+            return Err(Error::in_file(
+                path,
+                format!("{} is set (M-RoPE, a vision-language GLM): the in-process model rotates text positions only", key("rope.dimension_sections")),
+            )
+            .hint("use a server target (llama.cpp) for this file"));
+        }
         // candle's Gemma-2 applies its sliding window to every layer (transformers: every
         // other one): the context stops at the window, where both agree.
         let ctx = match md_uint(&key("attention.sliding_window")) {
@@ -134,6 +154,23 @@ impl CandleModel {
         let ctx = match ct.tensor_infos.contains_key("rope_factors_long.weight") {
             true => ctx.min(original_ctx),
             false => ctx,
+        };
+        let scaling = rope_scaling(&ct, &arch, old_moe).map_err(|why| {
+            Error::in_file(path, why).hint("use a server target (llama.cpp) for this file")
+        })?;
+        // Mistral 3 (Llama 4's attention temperature) scales each query by
+        // 1 + s·ln(⌊(pos + offset) / L⌋ + 1), which is 1 below L: the original context in
+        // llama-cpp-python 0.3.36 ("invalid n_ctx_orig_yarn for attention temperature
+        // scaling"), `attention.temperature_length` in other llama.cpp builds. The context
+        // stops before the smaller, where every stack agrees the scale is 1.
+        let ctx = match md_f32(&key("attention.temperature_scale")).filter(|&s| s != 0.0) {
+            Some(_) => {
+                let length = md_uint(&key("attention.temperature_length"))
+                    .filter(|&l| l > 1)
+                    .map_or(original_ctx, |l| (l as usize).min(original_ctx));
+                ctx.min(length.saturating_sub(1).max(1))
+            }
+            None => ctx,
         };
         let weight_eos: Vec<u32> = [
             "tokenizer.ggml.eos_token_id",
@@ -188,6 +225,7 @@ impl CandleModel {
                     rope_dims: rope_dim as usize,
                     ctx,
                     original_ctx,
+                    scaling,
                 };
                 Net::GgufLlamaFamily(Box::new(
                     LlamaFamily::from_gguf(&ct, &mut file, &arch, shape).map_err(cannot)?,
@@ -419,5 +457,72 @@ pub(super) fn gguf_uint(v: &gguf_file::Value) -> Option<u64> {
         V::I32(x) => u64::try_from(*x).ok(),
         V::I64(x) => u64::try_from(*x).ok(),
         _ => None,
+    }
+}
+
+/// How `ct` stretches its rotation, read as llama.cpp reads it: `rope.scaling.type` (linear when
+/// absent, as llama.cpp defaults it) and `rope.scaling.factor` (or the older
+/// `rope.scale_linear`); `longrope` is linear in llama.cpp too (its factors are tensors). Err
+/// names a kind the in-process model would run wrong: YaRN where the decoder is not this
+/// crate's (Gemma 2 and 3, candle's quantized_llama for the old expert layout), or a kind
+/// llama.cpp does not name.
+fn rope_scaling(
+    ct: &gguf_file::Content,
+    arch: &str,
+    old_moe: bool,
+) -> std::result::Result<Scaling, String> {
+    let key = |k: &str| format!("{arch}.{k}");
+    let md = |k: &str| ct.metadata.get(&key(k));
+    let float = |k: &str| md(k).and_then(|v| v.to_f32().ok());
+    let uint = |k: &str| md(k).and_then(gguf_uint).filter(|&v| v > 0);
+    let kind = md("rope.scaling.type")
+        .and_then(|v| v.to_string().ok())
+        .map_or("linear", String::as_str);
+    let factor = float("rope.scaling.factor")
+        .or_else(|| float("rope.scale_linear"))
+        .filter(|&f| f > 0.0 && f != 1.0);
+    match kind {
+        "none" => Ok(Scaling::None),
+        "linear" | "longrope" => Ok(factor.map_or(Scaling::None, Scaling::Linear)),
+        "yarn" if old_moe || arch == "gemma2" || arch == "gemma3" => Err(format!(
+            "{} is \"yarn\": the in-process {arch} model does not rotate by YaRN",
+            key("rope.scaling.type")
+        )),
+        "yarn" => {
+            let Some(factor) = factor else {
+                return Ok(Scaling::None);
+            };
+            let original_ctx = uint("rope.scaling.original_context_length")
+                .or_else(|| uint("context_length"))
+                .ok_or_else(|| {
+                    format!(
+                        "{} is \"yarn\" and the file has neither {} nor {}",
+                        key("rope.scaling.type"),
+                        key("rope.scaling.original_context_length"),
+                        key("context_length")
+                    )
+                })?;
+            // llama.cpp reads `rope.scaling.yarn_beta_fast`, `_beta_slow`, `_ext_factor` and
+            // `_attn_factor` for Grok-style architectures only; for these it keeps its
+            // defaults whatever the file says (tried: a llama file with `yarn_ext_factor` 0
+            // is still blended), and so does the in-process model.
+            Ok(Scaling::Yarn(Yarn {
+                factor,
+                original_ctx: original_ctx as usize,
+                beta_fast: 32.0,
+                beta_slow: 1.0,
+                ext_factor: 1.0,
+                attn_factor: 1.0,
+                // Read for mistral3 as written (llama.cpp divides DeepSeek's by 0.1, not this).
+                mscale_all_dim: match arch {
+                    "mistral3" => float("rope.scaling.yarn_log_multiplier").unwrap_or(0.0),
+                    _ => 0.0,
+                },
+            }))
+        }
+        other => Err(format!(
+            "{} is \"{other}\"; llama.cpp and the in-process model know none, linear, yarn and longrope",
+            key("rope.scaling.type")
+        )),
     }
 }

@@ -1,4 +1,4 @@
-//! Llama, Qwen2, Qwen3, Phi-3, SmolLM3, Granite and OLMo-2 from a GGUF (dense, text),
+//! Llama, Qwen2, Qwen3, Phi-3, SmolLM3, Granite, OLMo-2, Mistral 3 and GLM-4 from a GGUF (text),
 //! quantized, as llama.cpp runs them.
 //!
 //! candle-transformers has these (`quantized_llama`, `quantized_qwen2`, `quantized_qwen3`) and
@@ -43,11 +43,25 @@
 //! across all heads (its `attn_q_norm` is as wide as the projection) before the NEOX rotation.
 //! OLMo-3's sliding-window layers (an `olmo2` file with `attention.sliding_window`) are not run
 //! here (`gguf.rs` refuses the file).
+//!
+//! GLM-4 (GLM-4-0414, GLM-Z1: `glm4`, llama.cpp's `src/models/glm4.cpp`) norms both before and
+//! after attention and the MLP (`post_attention_norm`, `post_ffw_norm`), has Q, K and V biases,
+//! Phi-3's fused gate and up (`ffn_up`, gate first), and rotates the first
+//! `rope.dimension_count` elements of each head (half) in NORM pairs. The vision GLMs' M-RoPE
+//! (`rope.dimension_sections`) is refused in `gguf.rs`.
+//!
+//! YaRN (`rope.scaling.type = yarn`: Qwen3 and Qwen2.5 files converted with their long-context
+//! config, Mistral 3) rotates every position by blended frequencies (`attention::Yarn`) with
+//! cos and sin times llama-context's magnitude (`Yarn::magnitude`: 1 + 0.1 ln(factor), or for
+//! Mistral 3 the ratio its `mscale_all_dim` gives, 1 for Ministral 3). Mistral 3 (Ministral 3,
+//! Devstral 2, Magistral's text model: `mistral3`) is Llama's graph with YaRN and NORM pairs;
+//! its Llama-4 query temperature is 1 within the original context, where `gguf.rs` stops the
+//! context.
 use candle_core::quantized::{gguf_file, QStorage, QTensor};
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_transformers::quantized_nn::RmsNorm;
 
-use super::attention::{attend, attention_mask, check_positions, Pairs, Rope};
+use super::attention::{attend, attention_mask, check_positions, Pairs, Rope, Scaling};
 use super::int8_tiles::{Linear, MAX_TILED_BYTES};
 
 /// SmolLM3 leaves layer i unrotated when (i + 1) is a multiple of this (llama.cpp's
@@ -159,6 +173,8 @@ pub struct Shape {
     /// The context the rotation was trained for (`rope.scaling.original_context_length`, else
     /// `context_length`): LongRoPE's long factors apply beyond it.
     pub original_ctx: usize,
+    /// How the rotation is stretched (`rope.scaling.*`, read by `gguf.rs`).
+    pub scaling: Scaling,
 }
 
 impl LlamaFamily {
@@ -183,10 +199,6 @@ impl LlamaFamily {
         let float = |k: &str| md(k).and_then(|v| v.to_f32().ok());
         let eps = float("attention.layer_norm_rms_epsilon").unwrap_or(1e-6) as f64;
         let base = float("rope.freq_base").unwrap_or(10_000.0);
-        let scale = match md("rope.scaling.type").and_then(|v| v.to_string().ok()) {
-            Some(t) if t == "linear" => float("rope.scaling.factor").unwrap_or(1.0),
-            _ => 1.0,
-        };
         let has = |name: &str| ct.tensor_infos.contains_key(name);
         let tensor = |r: &mut R, name: &str| ct.tensor(r, name, cpu);
         let norm = |r: &mut R, name: &str| RmsNorm::from_qtensor(tensor(r, name)?, eps);
@@ -218,19 +230,22 @@ impl LlamaFamily {
         }
         // llama.cpp's `llama_model_rope_type`; its converter permutes these Q and K rows to match.
         let pairs = match arch {
-            "llama" | "smollm3" | "granite" => Pairs::Interleaved,
+            "llama" | "smollm3" | "granite" | "mistral3" | "glm4" => Pairs::Interleaved,
             // qwen2, qwen3, phi3, olmo2
             _ => Pairs::Neox,
         };
-        let rope = Rope::new(
-            pairs,
-            shape.rope_dims,
-            base,
-            scale,
-            factors.as_deref(),
-            shape.ctx,
-        )?
-        .scaled(float("rope.scaling.attn_factor").unwrap_or(1.0))?;
+        let (dims, factors, ctx) = (shape.rope_dims, factors.as_deref(), shape.ctx);
+        let attn_factor = float("rope.scaling.attn_factor").unwrap_or(1.0);
+        let rope = match shape.scaling {
+            Scaling::None => {
+                Rope::new(pairs, dims, base, 1.0, factors, ctx)?.scaled(attn_factor)?
+            }
+            Scaling::Linear(s) => {
+                Rope::new(pairs, dims, base, s, factors, ctx)?.scaled(attn_factor)?
+            }
+            Scaling::Yarn(y) => Rope::yarn(pairs, dims, base, &y, factors, ctx)?
+                .scaled(y.magnitude() * attn_factor)?,
+        };
         let rotates = match arch {
             "granite" => md("rope.scaling.finetuned").and_then(|v| v.to_bool().ok()) != Some(false),
             _ => true,
@@ -247,10 +262,15 @@ impl LlamaFamily {
                     .map(f64::from),
                 logit: float("logit_scale").filter(|&s| s != 0.0).unwrap_or(1.0) as f64,
             },
+            // Mistral 3's graph takes `attention.scale` too, where the file has one.
             _ => Scales {
                 embedding: 1.0,
                 residual: None,
-                attention: None,
+                attention: (arch == "mistral3")
+                    .then(|| float("attention.scale"))
+                    .flatten()
+                    .filter(|&s| s != 0.0)
+                    .map(f64::from),
                 logit: 1.0,
             },
         };

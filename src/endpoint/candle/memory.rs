@@ -149,7 +149,18 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
         .any(|t| t.name == "blk.0.ffn_gate_inp.weight");
     let tiles = matches!(
         info.architecture(),
-        Some("gemma3" | "llama" | "qwen2" | "qwen3" | "phi3" | "smollm3" | "granite" | "olmo2")
+        Some(
+            "gemma3"
+                | "llama"
+                | "qwen2"
+                | "qwen3"
+                | "phi3"
+                | "smollm3"
+                | "granite"
+                | "olmo2"
+                | "mistral3"
+                | "glm4"
+        )
     ) && !moe;
     let mut tile_budget = super::int8_tiles::MAX_TILED_BYTES;
     // Q4_1 and Q5_1 matrices are widened to F32 (candle/gguf.rs `widen`) when they fit its cap:

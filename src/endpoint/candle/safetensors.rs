@@ -33,7 +33,7 @@ impl CandleModel {
                     &config.path,
                     format!("model_type \"{other}\" is not supported by the candle target"),
                 )
-                .hint("the candle target runs llama, mistral, qwen2, qwen3, phi3, gemma2 and gemma3_text checkpoints, and llama, qwen2, qwen3, qwen3moe, phi3, smollm3, granite, olmo2, gemma2 and gemma3 GGUF files; use a server target for this model"))
+                .hint("the candle target runs llama, mistral, qwen2, qwen3, phi3, gemma2 and gemma3_text checkpoints, and llama, qwen2, qwen3, qwen3moe, phi3, smollm3, granite, olmo2, mistral3, glm4, gemma2 and gemma3 GGUF files; use a server target for this model"))
             }
         };
         let files = shard_files(&dir)?;

@@ -74,9 +74,47 @@ impl<'a> Gate<'a> {
     /// the JSON report).
     pub fn run(self) -> (i32, Value) {
         let mut args = vec!["gate", self.suite, "--no-progress", "--format", "json"];
-        args.extend(self.args);
+        args.extend(self.args.iter().copied());
         let (code, out, err) = chatgate_env(&args, self.dir, &self.env);
         let report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+        // Where the gate's time went, on the test's stderr (nextest shows it for a failure, or
+        // with `--success-output`): the first thing to read when a test grows slow.
+        eprintln!(
+            "gate {:?} in {}: {}",
+            self.args,
+            self.dir.display(),
+            phases(&report)
+        );
         (code, report)
     }
+}
+
+/// A report's phase table on one line: `probes 35.1 s (28 requests) [steps], replay …`.
+pub fn phases(report: &Value) -> String {
+    fn one(p: &Value) -> String {
+        let mut s = format!(
+            "{} {:.1} s",
+            p["phase"].as_str().unwrap_or("?"),
+            p["seconds"].as_f64().unwrap_or(0.0)
+        );
+        if let Some(n) = p["requests"].as_u64() {
+            s += &format!(" ({n} requests)");
+        }
+        if let Some(steps) = p["steps"].as_array().filter(|s| !s.is_empty()) {
+            let steps: Vec<String> = steps.iter().map(one).collect();
+            s += &format!(" [{}]", steps.join(", "));
+        }
+        s
+    }
+    let all: Vec<String> = report["phases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(one)
+        .collect();
+    format!(
+        "{:.1} s: {}",
+        report["duration_s"].as_f64().unwrap_or(0.0),
+        all.join(", ")
+    )
 }

@@ -134,6 +134,7 @@ pub async fn gate_with(suite: PathBuf, target: Option<String>, update: bool) -> 
         ..GateOptions::default()
     })
     .await
+    .map(logged)
     .expect("the gate runs")
 }
 
@@ -148,7 +149,20 @@ pub async fn gate_fail_fast(suite: PathBuf, target: Option<String>) -> GateRepor
         ..GateOptions::default()
     })
     .await
+    .map(logged)
     .expect("the gate runs")
+}
+
+/// The report, after its phase table went to the test's stderr
+/// ([`crate::common::cli::phases`]).
+fn logged(r: GateReport) -> GateReport {
+    let json = serde_json::to_value(&r).unwrap_or_default();
+    eprintln!(
+        "gate of {}: {}",
+        r.suite_file,
+        crate::common::cli::phases(&json)
+    );
+    r
 }
 
 /// Every error finding, for failure messages.
