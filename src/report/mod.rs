@@ -234,11 +234,7 @@ pub fn gate_terminal(r: &GateReport, colour: bool) -> String {
         }
     }
     out.push('\n');
-    if let Some(line) = phase_line(r) {
-        out.push_str(&line);
-        out.push('\n');
-    }
-    for line in step_lines(r) {
+    for line in time_lines(&r.phases) {
         out.push_str(&line);
         out.push('\n');
     }
@@ -247,19 +243,22 @@ pub fn gate_terminal(r: &GateReport, colour: bool) -> String {
     out
 }
 
-/// Where the run's time went, one line: `time: load 1.2 s, online chain 5.1 s (28 requests), …`.
-fn phase_line(r: &GateReport) -> Option<String> {
-    if r.phases.is_empty() {
-        return None;
+/// Where a run's time went, as the report prints it (also what the tests log for every gate
+/// they run): the stages on one line, then each stage's slow steps ([`step_lines`]).
+pub fn time_lines(phases: &[crate::verdict::PhaseTime]) -> Vec<String> {
+    if phases.is_empty() {
+        return Vec::new();
     }
-    let parts: Vec<String> = r.phases.iter().map(phase_part).collect();
-    Some(format!("time: {}", parts.join(", ")))
+    let parts: Vec<String> = phases.iter().map(phase_part).collect();
+    let mut lines = vec![format!("time: {}", parts.join(", "))];
+    lines.extend(step_lines(phases));
+    lines
 }
 
 /// A stage's steps, one line per stage that has them, slowest first (the ones that took a
 /// second or more): `  online chain: probe pass 40.1 s (28 requests), server.long-prompt 20.2 s (1 requests)`.
-fn step_lines(r: &GateReport) -> Vec<String> {
-    r.phases
+fn step_lines(phases: &[crate::verdict::PhaseTime]) -> Vec<String> {
+    phases
         .iter()
         .filter_map(|p| {
             let mut steps: Vec<&crate::verdict::PhaseTime> =

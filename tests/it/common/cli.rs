@@ -89,32 +89,14 @@ impl<'a> Gate<'a> {
     }
 }
 
-/// A report's phase table on one line: `probes 35.1 s (28 requests) [steps], replay …`.
+/// A report's phase table as the human report prints it (`chatgate::report::time_lines`),
+/// from its JSON.
 pub fn phases(report: &Value) -> String {
-    fn one(p: &Value) -> String {
-        let mut s = format!(
-            "{} {:.1} s",
-            p["phase"].as_str().unwrap_or("?"),
-            p["seconds"].as_f64().unwrap_or(0.0)
-        );
-        if let Some(n) = p["requests"].as_u64() {
-            s += &format!(" ({n} requests)");
-        }
-        if let Some(steps) = p["steps"].as_array().filter(|s| !s.is_empty()) {
-            let steps: Vec<String> = steps.iter().map(one).collect();
-            s += &format!(" [{}]", steps.join(", "));
-        }
-        s
-    }
-    let all: Vec<String> = report["phases"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(one)
-        .collect();
+    let phases: Vec<chatgate::verdict::PhaseTime> =
+        serde_json::from_value(report["phases"].clone()).unwrap_or_default();
     format!(
-        "{:.1} s: {}",
+        "{:.1} s; {}",
         report["duration_s"].as_f64().unwrap_or(0.0),
-        all.join(", ")
+        chatgate::report::time_lines(&phases).join("; ")
     )
 }

@@ -154,14 +154,10 @@ pub async fn gate_fail_fast(suite: PathBuf, target: Option<String>) -> GateRepor
 }
 
 /// The report, after its phase table went to the test's stderr
-/// ([`crate::common::cli::phases`]).
+/// (`chatgate::report::time_lines`).
 fn logged(r: GateReport) -> GateReport {
-    let json = serde_json::to_value(&r).unwrap_or_default();
-    eprintln!(
-        "gate of {}: {}",
-        r.suite_file,
-        crate::common::cli::phases(&json)
-    );
+    let time = chatgate::report::time_lines(&r.phases).join("; ");
+    eprintln!("gate of {}: {:.1} s; {time}", r.suite_file, r.duration_s);
     r
 }
 
