@@ -36,26 +36,25 @@ fn factor_of(factors: Option<&[f32]>, n: usize) -> f32 {
 /// YaRN (`rope.scaling.type = yarn`) as llama.cpp applies it: to every position, not only
 /// past the original context (transformers' static YaRN does the same; vLLM too). Each pair's
 /// frequency is kept (extrapolated), divided by `factor` (interpolated), or blended between the
-/// two across the correction dims ggml derives from `beta_fast` and `beta_slow` and the
-/// original context (`ggml_rope_yarn_corr_dims`, `rope_yarn`).
+/// two across the correction dims ggml derives from `BETA_FAST` and `BETA_SLOW` and the
+/// original context (`ggml_rope_yarn_corr_dims`, `rope_yarn`). llama.cpp keeps its defaults for
+/// β (32 and 1) and the blend (ext_factor 1) whatever a llama, qwen or mistral3 file says
+/// (tried: a llama file with `yarn_ext_factor` 0 is still blended), and so does this.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Yarn {
     /// `rope.scaling.factor` (ggml's 1 / freq_scale).
     pub factor: f32,
     /// `rope.scaling.original_context_length`, else `context_length`.
     pub original_ctx: usize,
-    /// `rope.scaling.yarn_beta_fast` (32) and `_beta_slow` (1).
-    pub beta_fast: f32,
-    pub beta_slow: f32,
-    /// `rope.scaling.yarn_ext_factor` (1 when absent: llama-context's default for YaRN); 0 is
-    /// plain interpolation.
-    pub ext_factor: f32,
-    /// `rope.scaling.yarn_attn_factor` (1 when absent): the magnitude when `ext_factor` is 0.
-    pub attn_factor: f32,
     /// transformers' `mscale_all_dim`, where llama.cpp reads it (`rope.scaling.
     /// yarn_log_multiplier` of a mistral3 file; 0: none).
     pub mscale_all_dim: f32,
 }
+
+/// ggml's YaRN correction bounds: pairs turning more than `BETA_FAST` times over the original
+/// context keep their frequency, fewer than `BETA_SLOW` are interpolated.
+const BETA_FAST: f32 = 32.0;
+const BETA_SLOW: f32 = 1.0;
 
 /// transformers' (and llama-context's) `get_mscale`: 1 + 0.1·m·ln(scale) above 1, else 1.
 fn get_mscale(scale: f32, m: f32) -> f32 {
@@ -76,31 +75,28 @@ pub(super) enum Scaling {
 
 impl Yarn {
     /// ggml's `ggml_rope_yarn_corr_dims`, in pair indices: the pairs below `low` turn more than
-    /// `beta_fast` times over the original context (kept), those above `high` fewer than
-    /// `beta_slow` times (interpolated).
+    /// `BETA_FAST` times over the original context (kept), those above `high` fewer than
+    /// `BETA_SLOW` times (interpolated).
     fn corr_dims(&self, dims: usize, base: f32) -> (f32, f32) {
         let dim = |rotations: f32| {
             dims as f32 * (self.original_ctx as f32 / (rotations * 2.0 * std::f32::consts::PI)).ln()
                 / (2.0 * base.ln())
         };
-        let low = dim(self.beta_fast).floor().max(0.0);
-        let high = dim(self.beta_slow).ceil().min(dims as f32 - 1.0);
+        let low = dim(BETA_FAST).floor().max(0.0);
+        let high = dim(BETA_SLOW).ceil().min(dims as f32 - 1.0);
         (low, high)
     }
 
-    /// The magnitude cos and sin get, as llama-context computes it once the ramp is on
-    /// (transformers' `attention_factor`): get_mscale(factor, 1) / get_mscale(factor,
-    /// mscale_all_dim) where the file gives the latter, else get_mscale(factor, 1) = 1 + 0.1
-    /// ln(factor) (ggml multiplies that in itself; llama-context divides it out and puts this
-    /// in); without the ramp, the file's `yarn_attn_factor`. Measured against llama-cpp-python
-    /// 0.3.36: a mistral3 file with 0.1 logs "setting new yarn_attn_factor = 1.2428".
+    /// The magnitude cos and sin get, as llama-context computes it (transformers'
+    /// `attention_factor`): get_mscale(factor, 1) / get_mscale(factor, mscale_all_dim) where the
+    /// file gives the latter, else get_mscale(factor, 1) = 1 + 0.1 ln(factor) (ggml multiplies
+    /// that in itself; llama-context divides it out and puts this in). Measured against
+    /// llama-cpp-python 0.3.36: a mistral3 file with 0.1 logs "setting new yarn_attn_factor =
+    /// 1.2428".
     pub(super) fn magnitude(&self) -> f32 {
-        match (self.ext_factor != 0.0, self.mscale_all_dim != 0.0) {
-            (true, true) => {
-                get_mscale(self.factor, 1.0) / get_mscale(self.factor, self.mscale_all_dim)
-            }
-            (true, false) => get_mscale(self.factor, 1.0),
-            (false, _) => self.attn_factor,
+        match self.mscale_all_dim != 0.0 {
+            true => get_mscale(self.factor, 1.0) / get_mscale(self.factor, self.mscale_all_dim),
+            false => get_mscale(self.factor, 1.0),
         }
     }
 }
@@ -140,7 +136,7 @@ impl Rope {
                 let interpolated = extrapolated / yarn.factor;
                 // ggml's `rope_yarn_ramp`: 1 below `low` (kept), 0 above `high` (interpolated).
                 let y = (n as f32 - low) / (high - low).max(0.001);
-                let mix = (1.0 - y.clamp(0.0, 1.0)) * yarn.ext_factor;
+                let mix = 1.0 - y.clamp(0.0, 1.0);
                 interpolated * (1.0 - mix) + extrapolated * mix
             })
             .collect();
@@ -308,10 +304,6 @@ mod tests {
         let yarn = Yarn {
             factor: 8.0,
             original_ctx: 4096,
-            beta_fast: 32.0,
-            beta_slow: 1.0,
-            ext_factor: 1.0,
-            attn_factor: 1.0,
             mscale_all_dim: 0.0,
         };
         // ggml_rope_yarn_corr_dims for 16-wide heads at base 10,000: ⌊2.62⌋ and ⌈5.63⌉.
@@ -338,15 +330,6 @@ mod tests {
         let angle = |t: &[f32]| at(t, 63, 4).acos();
         assert!(angle(&l) < angle(&y) && angle(&y) < angle(&p));
         assert!((yarn.magnitude() - (1.0 + 0.1 * 8f32.ln())).abs() < 1e-6);
-        // ext_factor 0 is plain interpolation, at the file's own magnitude.
-        let flat = Yarn {
-            ext_factor: 0.0,
-            attn_factor: 0.5,
-            ..yarn
-        };
-        let interpolated = Rope::yarn(Pairs::Neox, 16, 10_000.0, &flat, None, ctx).unwrap();
-        assert_eq!(table(&interpolated), l);
-        assert_eq!(flat.magnitude(), 0.5);
         // Ministral 3's mscale_all_dim 1 cancels it; llama.cpp's log line for 0.1 at 16.
         let ministral = |m: f32| {
             Yarn {

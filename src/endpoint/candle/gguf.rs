@@ -503,16 +503,10 @@ fn rope_scaling(
                     )
                 })?;
             // llama.cpp reads `rope.scaling.yarn_beta_fast`, `_beta_slow`, `_ext_factor` and
-            // `_attn_factor` for Grok-style architectures only; for these it keeps its
-            // defaults whatever the file says (tried: a llama file with `yarn_ext_factor` 0
-            // is still blended), and so does the in-process model.
+            // `_attn_factor` for Grok-style architectures only (see `Yarn`).
             Ok(Scaling::Yarn(Yarn {
                 factor,
                 original_ctx: original_ctx as usize,
-                beta_fast: 32.0,
-                beta_slow: 1.0,
-                ext_factor: 1.0,
-                attn_factor: 1.0,
                 // Read for mistral3 as written (llama.cpp divides DeepSeek's by 0.1, not this).
                 mscale_all_dim: match arch {
                     "mistral3" => float("rope.scaling.yarn_log_multiplier").unwrap_or(0.0),
