@@ -43,7 +43,7 @@ use crate::template::{ChatTemplate, RenderRequest, TemplateError};
 /// The GGUF `general.architecture`s the candle target runs.
 pub const GGUF_ARCHITECTURES: &[&str] = &[
     "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "smollm3", "granite", "olmo2", "mistral3",
-    "glm4", "gemma2", "gemma3",
+    "glm4", "lfm2", "gemma2", "gemma3",
 ];
 /// The config.json `model_type`s the candle target runs.
 pub const HF_MODEL_TYPES: &[&str] = &[

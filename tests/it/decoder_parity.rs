@@ -533,6 +533,115 @@ async fn yarn_mistral3_glm4_smollm3_granite_and_olmo2_ggufs_in_process_agree_wit
     }
 }
 
+/// LFM2 (`lfm2`: Liquid's LFM2 and LFM2.5 text models) in `chatgate serve` against
+/// llama-cpp-python on the same F32 GGUF: a four-layer TinyLlama stand-in rewritten as LFM2's
+/// converter writes one — blocks 0 and 2 convolve (`attention.head_count_kv` 0 there, a
+/// three-token `shortconv`), blocks 1 and 3 attend with per-head Q and K norms, NEOX pairs,
+/// and the final norm named `token_embd_norm`. The prompts are prefilled at once and the
+/// replies decoded a token at a time, so the convolution's carried state is what the second
+/// half compares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_lfm2_gguf_with_convolving_blocks_in_process_agrees_with_llama_cpp() {
+    let Some(py) = llama_server::python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let built = standin_of(&CASES[0].0, &dir.path().join("llama"), 13, 4);
+    let llama = built.out.join("model.gguf");
+    let kv_heads = GgufParts::read(&llama)
+        .unwrap()
+        .metadata
+        .iter()
+        .find(|(k, _)| k == "llama.attention.head_count_kv")
+        .and_then(|(_, v)| v.to_u32().ok())
+        .expect("the stand-in's head_count_kv");
+    use gguf_file::Value as V;
+    let per_block = (0..4)
+        .map(|i| {
+            V::U32(if LFM2_CONVOLVES.contains(&i) {
+                0
+            } else {
+                kv_heads
+            })
+        })
+        .collect();
+    let extra = [
+        ("attention.head_count_kv", V::Array(per_block)),
+        ("shortconv.l_cache", V::U32(3)),
+        ("rope.freq_base", V::F32(1_000_000.0)),
+    ];
+    let gguf = dir.path().join("lfm2.gguf");
+    relabel(&llama, &gguf, "lfm2", &extra, lfm2_tensors);
+    let text = lamp_lines();
+    let prompts = [("Once upon a time", 8), (text.as_str(), 8)];
+    let theirs = llama_server::start(&py, &gguf, "lfm2", &[]);
+    let ours = crate::common::gate_workspace::serve_with(chatgate::serve::ServeOptions {
+        model: gguf.clone(),
+        model_name: Some("lfm2".into()),
+        ..Default::default()
+    })
+    .await;
+    within_float_noise("lfm2", &theirs.url, &ours.url(), "lfm2", &prompts).await;
+    ours.stop().await.expect("stop the server");
+}
+
+/// The blocks of the LFM2 case that convolve.
+const LFM2_CONVOLVES: [u32; 2] = [0, 2];
+
+/// LFM2's tensors from a 64-wide llama file's: a convolving block's attention becomes
+/// `shortconv.in_proj` (B, C and x, 192 × 64), `shortconv.conv` (three taps a channel) and
+/// `shortconv.out_proj` (the old output projection); an attending block gains per-head Q and K
+/// norms (16 wide, weights near 1); `output_norm` is named `token_embd_norm`, as llama.cpp's
+/// converter names LFM2's last norm.
+fn lfm2_tensors(name: &str, t: QTensor) -> Vec<(String, QTensor)> {
+    // Deterministic, varied values of a given size around `scale`.
+    let wave = |n: usize, scale: f32, phase: f32| -> Vec<f32> {
+        (0..n)
+            .map(|i| scale * ((i as f32) * 0.7311 + phase).sin() * ((i as f32) * 0.1377).cos())
+            .collect()
+    };
+    if name == "output_norm.weight" {
+        return vec![("token_embd_norm.weight".into(), t)];
+    }
+    let Some((block, rest)) = name
+        .strip_prefix("blk.")
+        .and_then(|r| r.split_once('.'))
+        .map(|(b, rest)| (b.parse::<u32>().unwrap(), rest))
+    else {
+        return unchanged(name, t);
+    };
+    let named = |what: &str| format!("blk.{block}.{what}.weight");
+    let embd = 64;
+    if LFM2_CONVOLVES.contains(&block) {
+        return match rest {
+            "attn_q.weight" => vec![
+                (
+                    named("shortconv.in_proj"),
+                    f32_tensor(wave(3 * embd * embd, 0.25, block as f32), &[3 * embd, embd]),
+                ),
+                (
+                    named("shortconv.conv"),
+                    f32_tensor(wave(embd * 3, 0.8, 1.0 + block as f32), &[embd, 3]),
+                ),
+            ],
+            "attn_k.weight" | "attn_v.weight" => vec![],
+            "attn_output.weight" => vec![(named("shortconv.out_proj"), t)],
+            _ => unchanged(name, t),
+        };
+    }
+    let norm = |which: &str| {
+        let w: Vec<f32> = (0..16)
+            .map(|i| 1.0 + 0.3 * (i as f32 + block as f32).sin())
+            .collect();
+        (named(&format!("attn_{which}_norm")), f32_tensor(w, &[16]))
+    };
+    match rest {
+        "attn_q.weight" => vec![(name.to_string(), t), norm("q")],
+        "attn_k.weight" => vec![(name.to_string(), t), norm("k")],
+        _ => unchanged(name, t),
+    }
+}
+
 /// Gemma 3 from safetensors (`gemma3_text`) in-process against real llama.cpp on the GGUF the
 /// stand-in writer converts from the same folder (every norm `1 + w`, per-head Q and K norms,
 /// `gemma3.attention.sliding_window`): six layers, so one is global, with the window cut to 32

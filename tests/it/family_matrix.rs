@@ -352,17 +352,30 @@ fn gate(dir: &Path, update: bool) -> Outcome {
     outcome(crate::common::cli::gate(dir).update_if(update).run())
 }
 
-/// A fault's gate, judged by its first new error against the healthy run's: `--fail-fast` when
-/// the healthy run raised none (the first broken boundary is then the first new error, and
-/// nothing after it is needed). Against a baseline with errors of its own the first new error
-/// may lie past the first broken boundary, so that gate runs whole.
-fn fault_gate(dir: &Path, baseline: &[(String, String)]) -> Outcome {
-    let args: &[&str] = if baseline.is_empty() {
-        &["--fail-fast"]
-    } else {
-        &[]
-    };
-    outcome(crate::common::cli::gate(dir).args(args).run())
+/// A fault's gate, judged by its first new error against the healthy run's, run `--fail-fast`
+/// first. A fail-fast run makes every finding at and before its first broken boundary that the
+/// whole run makes (`chain::run::fail_fast`), so when its first new error is at that boundary it
+/// is the whole run's first new error too. Otherwise — every error at that boundary is one the
+/// healthy run raised too (`transformers serve`'s missing `[DONE]`), or there is no new error —
+/// the first new error may lie past it, and the gate runs again whole. Both runs' time is kept.
+fn fault_gate(dir: &Path, baseline: &[(String, String)], time: &mut CellTime) -> Outcome {
+    let fast = outcome(crate::common::cli::gate(dir).args(&["--fail-fast"]).run());
+    time.gate(&fast);
+    let first_broken = fast.errors.iter().map(|(b, _)| boundary_rank(b)).min();
+    let first_new = fast.errors.iter().find(|e| !baseline.contains(e));
+    if first_new.is_some_and(|(b, _)| Some(boundary_rank(b)) == first_broken) {
+        return fast;
+    }
+    let whole = outcome(crate::common::cli::gate(dir).run());
+    time.gate(&whole);
+    whole
+}
+
+/// A boundary as the report names it, ordered as the chain is.
+fn boundary_rank(name: &str) -> chatgate::verdict::Boundary {
+    serde_json::from_value(Value::String(name.to_string())).unwrap_or_else(|e| {
+        panic!("the report names a boundary the chain does not have: {name}: {e}")
+    })
 }
 
 fn outcome((code, report): (i32, Value)) -> Outcome {
@@ -1004,8 +1017,7 @@ fn fault_on_server(r: FaultRun) -> String {
     let dir = workspace.with_file_name(format!("{server:?}-{fault:?}"));
     crate::common::gate_workspace::copy_dir(workspace, &dir);
     redirect(&dir.join("suite.toml"), served, &running, server);
-    let o = fault_gate(&dir, baseline);
-    time.gate(&o);
+    let o = fault_gate(&dir, baseline, time);
     drop(running);
     let (ok, cell) = fault_cell(expected, &o, baseline);
     let (ok, cell) = match known_miss(fault, server, template_uses_eos) {

@@ -1,5 +1,5 @@
 //! Loading a GGUF: llama-family files (llama, qwen2, qwen3, qwen3moe, phi3, smollm3, granite,
-//! olmo2, mistral3, glm4) through this crate's own quantized decoder (`llama_family.rs` says why not candle's;
+//! olmo2, mistral3, glm4, lfm2) through this crate's own quantized decoder (`llama_family.rs` says why not candle's;
 //! it runs a mixture of experts too, but for the old layout, one tensor per expert, which goes
 //! through candle's `quantized_llama`), Gemma-2 dequantized into candle's
 //! own model (candle has no quantized Gemma-2), Gemma-3 through this crate's own quantized model
@@ -45,11 +45,40 @@ impl CandleModel {
             })
         };
         let heads = need("attention.head_count")?;
-        let kv_heads = need("attention.head_count_kv")?;
+        // LFM2 writes a key/value head count per block, 0 for a block that convolves.
+        let (kv_heads, convolves) = match per_block_kv_heads(&ct, &arch) {
+            Some(counts) => {
+                let (kv, convolves) = lfm2_blocks(&counts, &key("attention.head_count_kv"))
+                    .map_err(|why| Error::in_file(path, why))?;
+                if arch != "lfm2" && convolves.contains(&true) {
+                    return Err(Error::in_file(
+                        path,
+                        format!("{} is 0 for some blocks: the in-process {arch} model has no blocks without attention", key("attention.head_count_kv")),
+                    )
+                    .hint("use a server target (llama.cpp) for this file"));
+                }
+                (kv, convolves)
+            }
+            None => (need("attention.head_count_kv")?, Vec::new()),
+        };
+        let conv_taps = match convolves.is_empty() {
+            true => 0,
+            false => need("shortconv.l_cache")? as usize,
+        };
         let embd = need("embedding_length")?;
         let blocks = need("block_count")?;
         // Each block has its own tensors: a count beyond the tensor table is a corrupt header
         // (0xffffffff would make candle allocate billions of layers and abort).
+        if !convolves.is_empty() && convolves.len() as u64 != blocks {
+            return Err(Error::in_file(
+                path,
+                format!(
+                    "{} has {} values for {blocks} blocks",
+                    key("attention.head_count_kv"),
+                    convolves.len()
+                ),
+            ));
+        }
         if blocks > ct.tensor_infos.len() as u64 {
             return Err(Error::in_file(
                 path,
@@ -121,6 +150,14 @@ impl CandleModel {
             return Err(Error::in_file(
                 path,
                 "an olmo2 file with attention.sliding_window (OLMo-3): the in-process model does not run sliding-window OLMo layers",
+            )
+            .hint("use a server target (llama.cpp) for this file"));
+        }
+        // llama.cpp runs an lfm2 file with a window as its sliding-window variant (`iswa`).
+        if arch == "lfm2" && md_uint(&key("attention.sliding_window")).is_some_and(|w| w > 0) {
+            return Err(Error::in_file(
+                path,
+                "an lfm2 file with attention.sliding_window: the in-process model does not run sliding-window LFM2 layers",
             )
             .hint("use a server target (llama.cpp) for this file"));
         }
@@ -226,6 +263,8 @@ impl CandleModel {
                     ctx,
                     original_ctx,
                     scaling,
+                    convolves,
+                    conv_taps,
                 };
                 Net::GgufLlamaFamily(Box::new(
                     LlamaFamily::from_gguf(&ct, &mut file, &arch, shape).map_err(cannot)?,
@@ -458,6 +497,36 @@ pub(super) fn gguf_uint(v: &gguf_file::Value) -> Option<u64> {
         V::I64(x) => u64::try_from(*x).ok(),
         _ => None,
     }
+}
+
+/// The per-block key/value head counts of an architecture that writes them as an array (LFM2),
+/// None for one count for every block.
+fn per_block_kv_heads(ct: &gguf_file::Content, arch: &str) -> Option<Vec<Option<u64>>> {
+    let v = ct
+        .metadata
+        .get(&format!("{arch}.attention.head_count_kv"))?
+        .to_vec()
+        .ok()?;
+    Some(v.iter().map(gguf_uint).collect())
+}
+
+/// LFM2's blocks from its per-block key/value head counts: the count the attending blocks
+/// share, and which blocks convolve (count 0: llama.cpp's `is_recurrent`).
+fn lfm2_blocks(counts: &[Option<u64>], key: &str) -> std::result::Result<(u64, Vec<bool>), String> {
+    let counts: Vec<u64> = counts
+        .iter()
+        .map(|c| c.ok_or_else(|| format!("{key} holds a value that is not an integer")))
+        .collect::<std::result::Result<_, _>>()?;
+    let mut attending = counts.iter().copied().filter(|&c| c > 0);
+    let Some(kv_heads) = attending.next() else {
+        return Err(format!("{key} is 0 for every block: no block attends"));
+    };
+    if attending.any(|c| c != kv_heads) {
+        return Err(format!(
+            "{key} is {counts:?}: the in-process model runs blocks that share one key/value head count"
+        ));
+    }
+    Ok((kv_heads, counts.iter().map(|&c| c == 0).collect()))
 }
 
 /// How `ct` stretches its rotation, read as llama.cpp reads it: `rope.scaling.type` (linear when

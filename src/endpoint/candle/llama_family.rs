@@ -1,5 +1,5 @@
-//! Llama, Qwen2, Qwen3, Phi-3, SmolLM3, Granite, OLMo-2, Mistral 3 and GLM-4 from a GGUF (text),
-//! quantized, as llama.cpp runs them.
+//! Llama, Qwen2, Qwen3, Phi-3, SmolLM3, Granite, OLMo-2, Mistral 3, GLM-4 and LFM2 from a GGUF
+//! (text), quantized, as llama.cpp runs them.
 //!
 //! candle-transformers has these (`quantized_llama`, `quantized_qwen2`, `quantized_qwen3`) and
 //! they agree with llama.cpp, but they multiply through candle's `QMatMul` and nothing can pad
@@ -50,6 +50,14 @@
 //! `rope.dimension_count` elements of each head (half) in NORM pairs. The vision GLMs' M-RoPE
 //! (`rope.dimension_sections`) is refused in `gguf.rs`.
 //!
+//! LFM2 (Liquid's LFM2 and LFM2.5 text models: `lfm2`, llama.cpp's `src/models/lfm2.cpp`)
+//! replaces attention in some blocks (those whose `attention.head_count_kv` entry is 0) by a
+//! gated short convolution over the last `shortconv.l_cache` tokens (`ShortConv`), whose
+//! state is carried from one forward to the next as a KV cache is; its attending blocks norm
+//! each head of Q and K and rotate NEOX pairs, and its last norm is `token_embd_norm`.
+//! candle-transformers' `quantized_lfm2` is not used: it never resets its convolution state
+//! between requests and drops the state in a chunked prefill.
+//!
 //! YaRN (`rope.scaling.type = yarn`: Qwen3 and Qwen2.5 files converted with their long-context
 //! config, Mistral 3) rotates every position by blended frequencies (`attention::Yarn`) with
 //! cos and sin times llama-context's magnitude (`Yarn::magnitude`: 1 + 0.1 ln(factor), or for
@@ -71,16 +79,40 @@ const SMOLLM3_NOPE_EVERY: usize = 4;
 struct Layer {
     /// None for OLMo-2, which norms the outputs instead (`post_norms`).
     attn_norm: Option<RmsNorm>,
+    mixer: Mixer,
+    ffn_norm: Option<RmsNorm>,
+    /// OLMo-2's norms of the attention's and the MLP's outputs, before each residual.
+    post_norms: Option<[RmsNorm; 2]>,
+    ffn: Ffn,
+}
+
+/// What mixes a block's positions: attention, or (LFM2's other blocks) a gated short
+/// convolution.
+enum Mixer {
+    Attention(Attention),
+    ShortConv(ShortConv),
+}
+
+/// A block's attention: its projections and the keys and values cached so far.
+struct Attention {
     qkv: Qkv,
     /// Qwen2's Q, K and V biases.
     bias: Option<[Tensor; 3]>,
     qk_norm: Option<QkNorm>,
     o: Linear,
-    ffn_norm: Option<RmsNorm>,
-    /// OLMo-2's norms of the attention's and the MLP's outputs, before each residual.
-    post_norms: Option<[RmsNorm; 2]>,
-    ffn: Ffn,
     cache: Option<(Tensor, Tensor)>,
+}
+
+/// LFM2's gated short convolution (llama.cpp's `build_shortconv_block`): `in_proj` gives B, C
+/// and x side by side; B⊙x runs through a causal depthwise convolution of `taps.len()` tokens
+/// (the last tap on the current token), C gates its output, and `out_proj` maps it back. The
+/// state is the last `taps.len() − 1` rows of B⊙x seen, zeros before the first token.
+struct ShortConv {
+    in_proj: Linear,
+    /// Tap j of every channel (`shortconv.conv.weight`'s column j), oldest token first.
+    taps: Vec<Tensor>,
+    out_proj: Linear,
+    state: Option<Tensor>,
 }
 
 /// A block's MLP: one, or a mixture of experts.
@@ -175,6 +207,10 @@ pub struct Shape {
     pub original_ctx: usize,
     /// How the rotation is stretched (`rope.scaling.*`, read by `gguf.rs`).
     pub scaling: Scaling,
+    /// LFM2's blocks that convolve instead of attending (`attention.head_count_kv` 0 for the
+    /// block), and the tokens each convolution spans (`shortconv.l_cache`); empty elsewhere.
+    pub convolves: Vec<bool>,
+    pub conv_taps: usize,
 }
 
 impl LlamaFamily {
@@ -280,22 +316,6 @@ impl LlamaFamily {
         for i in 0..shape.blocks {
             let name = |t: &str| format!("blk.{i}.{t}.weight");
             let bias_name = |t: &str| format!("blk.{i}.{t}.bias");
-            let bias = match has(&bias_name("attn_q")) {
-                true => Some([
-                    vector(reader, &bias_name("attn_q"))?,
-                    vector(reader, &bias_name("attn_k"))?,
-                    vector(reader, &bias_name("attn_v"))?,
-                ]),
-                false => None,
-            };
-            let qk_norm = match ct.tensor_infos.get(&name("attn_q_norm")) {
-                Some(info) => Some(QkNorm {
-                    whole: info.shape.elem_count() != shape.head_dim,
-                    q: norm(reader, &name("attn_q_norm"))?,
-                    k: norm(reader, &name("attn_k_norm"))?,
-                }),
-                None => None,
-            };
             let post_norms = match has(&name("post_attention_norm")) {
                 true => Some([
                     norm(reader, &name("post_attention_norm"))?,
@@ -303,26 +323,63 @@ impl LlamaFamily {
                 ]),
                 false => None,
             };
-            let qkv = match ct.tensor_infos.get(&name("attn_qkv")) {
-                Some(info) => {
-                    let rows = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
-                    if info.shape.dims().first() != Some(&rows) {
-                        candle_core::bail!(
-                            "{} has shape {:?}; {} heads and {} key/value heads of {} need {rows} rows",
-                            name("attn_qkv"),
-                            info.shape.dims(),
-                            shape.heads,
-                            shape.kv_heads,
-                            shape.head_dim
-                        );
-                    }
-                    Qkv::Fused(linear(tensor(reader, &name("attn_qkv"))?)?)
+            let mixer = match shape.convolves.get(i).copied().unwrap_or(false) {
+                true => Mixer::ShortConv(ShortConv {
+                    in_proj: linear(tensor(reader, &name("shortconv.in_proj"))?)?,
+                    taps: conv_taps(
+                        vector(reader, &name("shortconv.conv"))?,
+                        shape.conv_taps,
+                        &name("shortconv.conv"),
+                    )?,
+                    out_proj: linear(tensor(reader, &name("shortconv.out_proj"))?)?,
+                    state: None,
+                }),
+                false => {
+                    let bias = match has(&bias_name("attn_q")) {
+                        true => Some([
+                            vector(reader, &bias_name("attn_q"))?,
+                            vector(reader, &bias_name("attn_k"))?,
+                            vector(reader, &bias_name("attn_v"))?,
+                        ]),
+                        false => None,
+                    };
+                    let qk_norm = match ct.tensor_infos.get(&name("attn_q_norm")) {
+                        Some(info) => Some(QkNorm {
+                            whole: info.shape.elem_count() != shape.head_dim,
+                            q: norm(reader, &name("attn_q_norm"))?,
+                            k: norm(reader, &name("attn_k_norm"))?,
+                        }),
+                        None => None,
+                    };
+                    let qkv = match ct.tensor_infos.get(&name("attn_qkv")) {
+                        Some(info) => {
+                            let rows = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
+                            if info.shape.dims().first() != Some(&rows) {
+                                candle_core::bail!(
+                                    "{} has shape {:?}; {} heads and {} key/value heads of {} need {rows} rows",
+                                    name("attn_qkv"),
+                                    info.shape.dims(),
+                                    shape.heads,
+                                    shape.kv_heads,
+                                    shape.head_dim
+                                );
+                            }
+                            Qkv::Fused(linear(tensor(reader, &name("attn_qkv"))?)?)
+                        }
+                        None => Qkv::Split([
+                            linear(tensor(reader, &name("attn_q"))?)?,
+                            linear(tensor(reader, &name("attn_k"))?)?,
+                            linear(tensor(reader, &name("attn_v"))?)?,
+                        ]),
+                    };
+                    Mixer::Attention(Attention {
+                        qkv,
+                        bias,
+                        qk_norm,
+                        o: linear(tensor(reader, &name("attn_output"))?)?,
+                        cache: None,
+                    })
                 }
-                None => Qkv::Split([
-                    linear(tensor(reader, &name("attn_q"))?)?,
-                    linear(tensor(reader, &name("attn_k"))?)?,
-                    linear(tensor(reader, &name("attn_v"))?)?,
-                ]),
             };
             let ffn = match has(&name("ffn_gate_inp")) {
                 true => {
@@ -382,14 +439,10 @@ impl LlamaFamily {
             };
             layers.push(Layer {
                 attn_norm: maybe_norm(reader, &name("attn_norm"))?,
-                qkv,
-                bias,
-                qk_norm,
-                o: linear(tensor(reader, &name("attn_output"))?)?,
+                mixer,
                 ffn_norm: maybe_norm(reader, &name("ffn_norm"))?,
                 post_norms,
                 ffn,
-                cache: None,
             });
         }
         let embeddings = tensor(reader, "token_embd.weight")?;
@@ -407,7 +460,12 @@ impl LlamaFamily {
             rope,
             rotated,
             scales,
-            norm: norm(reader, "output_norm.weight")?,
+            // LFM2's final norm is `token_embd_norm` in llama.cpp's converter (its name for
+            // HF's `embedding_norm`, applied last), `output_norm` in later files.
+            norm: match has("output_norm.weight") {
+                true => norm(reader, "output_norm.weight")?,
+                false => norm(reader, "token_embd_norm.weight")?,
+            },
             output: linear(output)?,
             ctx: shape.ctx,
         })
@@ -415,7 +473,12 @@ impl LlamaFamily {
 
     /// Forget every cached key and value.
     pub fn clear_kv_cache(&mut self) {
-        self.layers.iter_mut().for_each(|l| l.cache = None);
+        for layer in &mut self.layers {
+            match &mut layer.mixer {
+                Mixer::Attention(a) => a.cache = None,
+                Mixer::ShortConv(c) => c.state = None,
+            }
+        }
     }
 
     /// Feeds `ids` (`[1, seq]`) at positions `pos..`, extending the cache; the last position's
@@ -440,7 +503,10 @@ impl LlamaFamily {
         };
         for i in 0..self.layers.len() {
             let h = normed(&self.layers[i].attn_norm, &x)?;
-            let a = self.attention(i, &h, pos)?;
+            let a = match &self.layers[i].mixer {
+                Mixer::Attention(_) => self.attention(i, &h, pos)?,
+                Mixer::ShortConv(_) => self.convolve(i, &h)?,
+            };
             let layer = &self.layers[i];
             let a = normed(&layer.post_norms.as_ref().map(|[n, _]| n), &a)?;
             let x1 = (residual(a)? + &x)?;
@@ -460,7 +526,9 @@ impl LlamaFamily {
     fn attention(&mut self, i: usize, x: &Tensor, pos: usize) -> Result<Tensor> {
         let (b, seq, _) = x.dims3()?;
         let (heads, kv_heads, hd) = (self.heads, self.kv_heads, self.head_dim);
-        let layer = &self.layers[i];
+        let Mixer::Attention(layer) = &mut self.layers[i].mixer else {
+            candle_core::bail!("block {i} does not attend");
+        };
         let [mut q, mut k, mut v] = layer.qkv.forward(x, heads * hd, kv_heads * hd)?;
         if let Some([bq, bk, bv]) = &layer.bias {
             (q, k, v) = (
@@ -492,11 +560,36 @@ impl LlamaFamily {
         };
         let kv_len = k.dim(2)?;
         let mask = attention_mask(pos, seq, pos + seq - kv_len, kv_len, None)?;
-        self.layers[i].cache = Some((k.clone(), v.clone()));
+        layer.cache = Some((k.clone(), v.clone()));
         // candle's `t / x` is `t * (1 / x)`: the same scores as dividing.
         let scale = self.scales.attention.unwrap_or(1.0 / (hd as f64).sqrt());
         let out = attend(&q, k, v, scale, mask)?;
-        self.layers[i].o.forward(&out)
+        layer.o.forward(&out)
+    }
+
+    /// Block `i`'s short convolution over `x` (`[1, seq, embd]`), carrying its state on.
+    fn convolve(&mut self, i: usize, x: &Tensor) -> Result<Tensor> {
+        let Mixer::ShortConv(conv) = &mut self.layers[i].mixer else {
+            candle_core::bail!("block {i} does not convolve");
+        };
+        let (b, seq, embd) = x.dims3()?;
+        let bcx = conv.in_proj.forward(x)?;
+        let gate_in = bcx.narrow(2, 0, embd)?;
+        let gate_out = bcx.narrow(2, embd, embd)?;
+        let bx = (gate_in * bcx.narrow(2, 2 * embd, embd)?)?;
+        let kept = conv.taps.len() - 1;
+        let state = match conv.state.take() {
+            Some(s) => s,
+            None => Tensor::zeros((b, kept, embd), bx.dtype(), bx.device())?,
+        };
+        // [state, B⊙x]: output t sums tap j times row t + j, the last tap on token t itself.
+        let padded = Tensor::cat(&[&state, &bx], 1)?;
+        let mut out = padded.narrow(1, 0, seq)?.broadcast_mul(&conv.taps[0])?;
+        for (j, tap) in conv.taps.iter().enumerate().skip(1) {
+            out = (out + padded.narrow(1, j, seq)?.broadcast_mul(tap)?)?;
+        }
+        conv.state = Some(padded.narrow(1, seq, kept)?.contiguous()?);
+        conv.out_proj.forward(&(gate_out * out)?)
     }
 }
 
@@ -584,4 +677,21 @@ fn normed<N: std::borrow::Borrow<RmsNorm>>(norm: &Option<N>, x: &Tensor) -> Resu
         Some(n) => n.borrow().forward(x),
         None => Ok(x.clone()),
     }
+}
+
+/// LFM2's convolution weight (`[embd, taps]`, llama.cpp's `{taps, embd}`) as one `[embd]`
+/// vector per tap, oldest token first.
+fn conv_taps(weight: Tensor, taps: usize, name: &str) -> Result<Vec<Tensor>> {
+    let dims = weight.dims().to_vec();
+    let weight = match dims.as_slice() {
+        [_, t] if *t == taps && taps >= 2 => weight,
+        // Some converters keep HF's `[embd, 1, taps]`.
+        [_, 1, t] if *t == taps && taps >= 2 => weight.squeeze(1)?,
+        _ => candle_core::bail!(
+            "{name} has shape {dims:?}; a convolution over shortconv.l_cache = {taps} tokens needs [embedding, {taps}]"
+        ),
+    };
+    (0..taps)
+        .map(|j| weight.narrow(1, j, 1)?.squeeze(1)?.contiguous())
+        .collect()
 }

@@ -160,6 +160,7 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
                 | "olmo2"
                 | "mistral3"
                 | "glm4"
+                | "lfm2"
         )
     ) && !moe;
     let mut tile_budget = super::int8_tiles::MAX_TILED_BYTES;
