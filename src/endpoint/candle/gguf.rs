@@ -67,8 +67,6 @@ impl CandleModel {
         };
         let embd = need("embedding_length")?;
         let blocks = need("block_count")?;
-        // Each block has its own tensors: a count beyond the tensor table is a corrupt header
-        // (0xffffffff would make candle allocate billions of layers and abort).
         if !convolves.is_empty() && convolves.len() as u64 != blocks {
             return Err(Error::in_file(
                 path,
@@ -79,6 +77,8 @@ impl CandleModel {
                 ),
             ));
         }
+        // Each block has its own tensors: a count beyond the tensor table is a corrupt header
+        // (0xffffffff would make candle allocate billions of layers and abort).
         if blocks > ct.tensor_infos.len() as u64 {
             return Err(Error::in_file(
                 path,
@@ -587,5 +587,36 @@ fn rope_scaling(
             "{} is \"{other}\"; llama.cpp and the in-process model know none, linear, yarn and longrope",
             key("rope.scaling.type")
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lfm2_blocks;
+
+    const KEY: &str = "lfm2.attention.head_count_kv";
+
+    #[test]
+    fn lfm2_blocks_convolve_where_the_head_count_is_zero() {
+        let counts = [Some(0), Some(0), Some(8), Some(0), Some(8)];
+        let (kv, convolves) = lfm2_blocks(&counts, KEY).unwrap();
+        assert_eq!(kv, 8);
+        assert_eq!(convolves, [true, true, false, true, false]);
+    }
+
+    #[test]
+    fn lfm2_head_counts_the_in_process_model_cannot_run_are_refused_by_name() {
+        let none = lfm2_blocks(&[Some(0), Some(0)], KEY).unwrap_err();
+        assert!(
+            none.contains(KEY) && none.contains("no block attends"),
+            "{none}"
+        );
+        let mixed = lfm2_blocks(&[Some(8), Some(0), Some(4)], KEY).unwrap_err();
+        assert!(
+            mixed.contains("[8, 0, 4]") && mixed.contains("share one"),
+            "{mixed}"
+        );
+        let odd = lfm2_blocks(&[Some(8), None], KEY).unwrap_err();
+        assert!(odd.contains("not an integer"), "{odd}");
     }
 }
