@@ -234,6 +234,27 @@ async fn within_float_noise(
     );
 }
 
+/// `theirs` (a GGUF) on llama-cpp-python and `ours` (the same weights) in `chatgate serve`,
+/// both serving it as `name`: their completions of `prompts` within `FLOAT_NOISE`.
+async fn in_process_agrees_with_llama_cpp(
+    py: &Path,
+    theirs: &Path,
+    ours: &Path,
+    what: &str,
+    name: &str,
+    prompts: &[(&str, u32)],
+) {
+    let llama = llama_server::start(py, theirs, name, &[]);
+    let served = crate::common::gate_workspace::serve_with(chatgate::serve::ServeOptions {
+        model: ours.to_path_buf(),
+        model_name: Some(name.into()),
+        ..Default::default()
+    })
+    .await;
+    within_float_noise(what, &llama.url, &served.url(), name, prompts).await;
+    served.stop().await.expect("stop the server");
+}
+
 /// The phi3 architecture on the Phi-3 mini tokenizer.
 const PHI3: Family = Family {
     name: "phi3 architecture, Phi-3 mini tokenizer",
@@ -521,15 +542,7 @@ async fn yarn_mistral3_glm4_smollm3_granite_and_olmo2_ggufs_in_process_agree_wit
         if arch == "glm4" {
             fuse_gate_up(&gguf);
         }
-        let theirs = llama_server::start(&py, &gguf, arch, &[]);
-        let ours = crate::common::gate_workspace::serve_with(chatgate::serve::ServeOptions {
-            model: gguf.clone(),
-            model_name: Some(arch.into()),
-            ..Default::default()
-        })
-        .await;
-        within_float_noise(arch, &theirs.url, &ours.url(), arch, &prompts).await;
-        ours.stop().await.expect("stop the server");
+        in_process_agrees_with_llama_cpp(&py, &gguf, &gguf, arch, arch, &prompts).await;
     }
 }
 
@@ -574,15 +587,7 @@ async fn an_lfm2_gguf_with_convolving_blocks_in_process_agrees_with_llama_cpp() 
     relabel(&llama, &gguf, "lfm2", &extra, lfm2_tensors);
     let text = lamp_lines();
     let prompts = [("Once upon a time", 8), (text.as_str(), 8)];
-    let theirs = llama_server::start(&py, &gguf, "lfm2", &[]);
-    let ours = crate::common::gate_workspace::serve_with(chatgate::serve::ServeOptions {
-        model: gguf.clone(),
-        model_name: Some("lfm2".into()),
-        ..Default::default()
-    })
-    .await;
-    within_float_noise("lfm2", &theirs.url, &ours.url(), "lfm2", &prompts).await;
-    ours.stop().await.expect("stop the server");
+    in_process_agrees_with_llama_cpp(&py, &gguf, &gguf, "lfm2", "lfm2", &prompts).await;
 }
 
 /// The blocks of the LFM2 case that convolve.
@@ -660,15 +665,15 @@ async fn a_gemma3_checkpoint_in_process_agrees_with_llama_cpp_on_its_gguf() {
     reconfigure(&built.out, |c| c["sliding_window"] = json!(32));
     let text = lamp_lines();
     let prompts = [("Once upon a time", 8), (text.as_str(), 8)];
-    let theirs = llama_server::start(&py, &built.out.join("model.gguf"), "gemma3", &[]);
-    let ours = crate::common::gate_workspace::serve_with(chatgate::serve::ServeOptions {
-        model: built.out.clone(),
-        model_name: Some("gemma3".into()),
-        ..Default::default()
-    })
+    in_process_agrees_with_llama_cpp(
+        &py,
+        &built.out.join("model.gguf"),
+        &built.out,
+        "gemma3_text",
+        "gemma3",
+        &prompts,
+    )
     .await;
-    within_float_noise("gemma3_text", &theirs.url, &ours.url(), "gemma3", &prompts).await;
-    ours.stop().await.expect("stop the server");
 }
 
 /// Experts in a mixture-of-experts file made from a dense block's MLP: four of each matrix, every one
@@ -744,15 +749,7 @@ async fn mixture_of_experts_ggufs_in_process_agree_with_llama_cpp() {
             ],
             qwen3moe_tensors,
         );
-        let theirs = llama_server::start(&py, &gguf, "moe", &[]);
-        let ours = crate::common::gate_workspace::serve_with(chatgate::serve::ServeOptions {
-            model: gguf.clone(),
-            model_name: Some("moe".into()),
-            ..Default::default()
-        })
-        .await;
-        within_float_noise(arch, &theirs.url, &ours.url(), "moe", &prompts).await;
-        ours.stop().await.expect("stop the server");
+        in_process_agrees_with_llama_cpp(&py, &gguf, &gguf, arch, "moe", &prompts).await;
     }
 }
 

@@ -361,9 +361,9 @@ fn gate(dir: &Path, update: bool) -> Outcome {
 fn fault_gate(dir: &Path, baseline: &[(String, String)], time: &mut CellTime) -> Outcome {
     let fast = outcome(crate::common::cli::gate(dir).args(&["--fail-fast"]).run());
     time.gate(&fast);
-    let first_broken = fast.errors.iter().map(|(b, _)| boundary_rank(b)).min();
+    let first_broken = fast.errors.iter().map(|(b, _)| boundary_of(b)).min();
     let first_new = fast.errors.iter().find(|e| !baseline.contains(e));
-    if first_new.is_some_and(|(b, _)| Some(boundary_rank(b)) == first_broken) {
+    if first_new.is_some_and(|(b, _)| Some(boundary_of(b)) == first_broken) {
         return fast;
     }
     let whole = outcome(crate::common::cli::gate(dir).run());
@@ -372,7 +372,7 @@ fn fault_gate(dir: &Path, baseline: &[(String, String)], time: &mut CellTime) ->
 }
 
 /// A boundary as the report names it, ordered as the chain is.
-fn boundary_rank(name: &str) -> chatgate::verdict::Boundary {
+fn boundary_of(name: &str) -> chatgate::verdict::Boundary {
     serde_json::from_value(Value::String(name.to_string())).unwrap_or_else(|e| {
         panic!("the report names a boundary the chain does not have: {name}: {e}")
     })

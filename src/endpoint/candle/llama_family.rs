@@ -503,9 +503,22 @@ impl LlamaFamily {
         };
         for i in 0..self.layers.len() {
             let h = normed(&self.layers[i].attn_norm, &x)?;
-            let a = match &self.layers[i].mixer {
-                Mixer::Attention(_) => self.attention(i, &h, pos)?,
-                Mixer::ShortConv(_) => self.convolve(i, &h)?,
+            let a = match &mut self.layers[i].mixer {
+                Mixer::Attention(attention) => {
+                    let heads = Heads {
+                        heads: self.heads,
+                        kv_heads: self.kv_heads,
+                        head_dim: self.head_dim,
+                        rope: self.rotated[i].then_some(&self.rope),
+                        // Granite's and Mistral 3's own scale, else 1/√head_dim.
+                        scale: self
+                            .scales
+                            .attention
+                            .unwrap_or(1.0 / (self.head_dim as f64).sqrt()),
+                    };
+                    attention.forward(&h, pos, &heads)?
+                }
+                Mixer::ShortConv(conv) => conv.forward(&h)?,
             };
             let layer = &self.layers[i];
             let a = normed(&layer.post_norms.as_ref().map(|[n, _]| n), &a)?;
@@ -522,74 +535,82 @@ impl LlamaFamily {
             s => logits / s,
         }
     }
+}
 
-    fn attention(&mut self, i: usize, x: &Tensor, pos: usize) -> Result<Tensor> {
+/// What a block's attention needs of the model: its head layout, the rotation (None for a
+/// block left unrotated) and the scores' scale.
+struct Heads<'a> {
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    rope: Option<&'a Rope>,
+    scale: f64,
+}
+
+impl Attention {
+    /// Attention of `x` (`[1, seq, embd]`) at positions `pos..` over the cached keys and values,
+    /// extending the cache.
+    fn forward(&mut self, x: &Tensor, pos: usize, h: &Heads) -> Result<Tensor> {
         let (b, seq, _) = x.dims3()?;
-        let (heads, kv_heads, hd) = (self.heads, self.kv_heads, self.head_dim);
-        let Mixer::Attention(layer) = &mut self.layers[i].mixer else {
-            candle_core::bail!("block {i} does not attend");
-        };
-        let [mut q, mut k, mut v] = layer.qkv.forward(x, heads * hd, kv_heads * hd)?;
-        if let Some([bq, bk, bv]) = &layer.bias {
+        let (heads, kv_heads, hd) = (h.heads, h.kv_heads, h.head_dim);
+        let [mut q, mut k, mut v] = self.qkv.forward(x, heads * hd, kv_heads * hd)?;
+        if let Some([bq, bk, bv]) = &self.bias {
             (q, k, v) = (
                 q.broadcast_add(bq)?,
                 k.broadcast_add(bk)?,
                 v.broadcast_add(bv)?,
             );
         }
-        if let Some(n) = layer.qk_norm.as_ref().filter(|n| n.whole) {
+        if let Some(n) = self.qk_norm.as_ref().filter(|n| n.whole) {
             (q, k) = (n.q.forward(&q)?, n.k.forward(&k)?);
         }
         let mut q = q.reshape((b, seq, heads, hd))?;
         let mut k = k.reshape((b, seq, kv_heads, hd))?;
-        if let Some(n) = layer.qk_norm.as_ref().filter(|n| !n.whole) {
+        if let Some(n) = self.qk_norm.as_ref().filter(|n| !n.whole) {
             (q, k) = (n.q.forward(&q)?, n.k.forward(&k)?);
         }
         let (q, k) = (q.transpose(1, 2)?, k.transpose(1, 2)?);
-        let (q, k) = match self.rotated[i] {
-            true => (self.rope.apply(&q, pos)?, self.rope.apply(&k, pos)?),
-            false => (q.contiguous()?, k.contiguous()?),
+        let (q, k) = match h.rope {
+            Some(rope) => (rope.apply(&q, pos)?, rope.apply(&k, pos)?),
+            None => (q.contiguous()?, k.contiguous()?),
         };
         let v = v
             .reshape((b, seq, kv_heads, hd))?
             .transpose(1, 2)?
             .contiguous()?;
-        let (k, v) = match &layer.cache {
+        let (k, v) = match &self.cache {
             Some((ck, cv)) => (Tensor::cat(&[ck, &k], 2)?, Tensor::cat(&[cv, &v], 2)?),
             None => (k, v),
         };
         let kv_len = k.dim(2)?;
         let mask = attention_mask(pos, seq, pos + seq - kv_len, kv_len, None)?;
-        layer.cache = Some((k.clone(), v.clone()));
+        self.cache = Some((k.clone(), v.clone()));
         // candle's `t / x` is `t * (1 / x)`: the same scores as dividing.
-        let scale = self.scales.attention.unwrap_or(1.0 / (hd as f64).sqrt());
-        let out = attend(&q, k, v, scale, mask)?;
-        layer.o.forward(&out)
+        let out = attend(&q, k, v, h.scale, mask)?;
+        self.o.forward(&out)
     }
+}
 
-    /// Block `i`'s short convolution over `x` (`[1, seq, embd]`), carrying its state on.
-    fn convolve(&mut self, i: usize, x: &Tensor) -> Result<Tensor> {
-        let Mixer::ShortConv(conv) = &mut self.layers[i].mixer else {
-            candle_core::bail!("block {i} does not convolve");
-        };
+impl ShortConv {
+    /// The convolution over `x` (`[1, seq, embd]`), carrying its state on.
+    fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
         let (b, seq, embd) = x.dims3()?;
-        let bcx = conv.in_proj.forward(x)?;
-        let gate_in = bcx.narrow(2, 0, embd)?;
-        let gate_out = bcx.narrow(2, embd, embd)?;
+        let bcx = self.in_proj.forward(x)?;
+        let (gate_in, gate_out) = (bcx.narrow(2, 0, embd)?, bcx.narrow(2, embd, embd)?);
         let bx = (gate_in * bcx.narrow(2, 2 * embd, embd)?)?;
-        let kept = conv.taps.len() - 1;
-        let state = match conv.state.take() {
+        let kept = self.taps.len() - 1;
+        let state = match self.state.take() {
             Some(s) => s,
             None => Tensor::zeros((b, kept, embd), bx.dtype(), bx.device())?,
         };
         // [state, B⊙x]: output t sums tap j times row t + j, the last tap on token t itself.
         let padded = Tensor::cat(&[&state, &bx], 1)?;
-        let mut out = padded.narrow(1, 0, seq)?.broadcast_mul(&conv.taps[0])?;
-        for (j, tap) in conv.taps.iter().enumerate().skip(1) {
+        let mut out = padded.narrow(1, 0, seq)?.broadcast_mul(&self.taps[0])?;
+        for (j, tap) in self.taps.iter().enumerate().skip(1) {
             out = (out + padded.narrow(1, j, seq)?.broadcast_mul(tap)?)?;
         }
-        conv.state = Some(padded.narrow(1, seq, kept)?.contiguous()?);
-        conv.out_proj.forward(&(gate_out * out)?)
+        self.state = Some(padded.narrow(1, seq, kept)?.contiguous()?);
+        self.out_proj.forward(&(gate_out * out)?)
     }
 }
 
