@@ -75,7 +75,7 @@ pub fn launch(python: &Path, model: &Path, name: &str, flags: &[&str]) -> Launch
     .env("OMP_NUM_THREADS", "1")
     // vLLM's V1 engine core otherwise starts as a second process that imports torch and vLLM
     // all over again: 40 s to `/health` on two cores, 24 s in one process, replies identical
-    // (measured on the Qwen3 stand-in). Seven starts a CI run.
+    // (measured on the Qwen3 stand-in).
     .env("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     .env("VLLM_NO_USAGE_STATS", "1")
     .env("DO_NOT_TRACK", "1")
