@@ -430,7 +430,7 @@ impl CandleModel {
         }
         let _reuse = crate::allocator::KeepFreedPages::new();
         self.net.reset();
-        let mut logits = self.net.forward(prompt, 0).map_err(fail)?;
+        let mut logits = self.net.prefill(prompt).map_err(fail)?;
         loop {
             let lse = sampling::logsumexp(&logits)?;
             let id = sampler.pick(&logits);
@@ -530,7 +530,7 @@ impl CandleModel {
         let _reuse = crate::allocator::KeepFreedPages::new();
         self.net.reset();
         let mut out = Vec::with_capacity(continuation.len() + 1);
-        out.push(self.net.forward(prompt, 0).map_err(fail)?);
+        out.push(self.net.prefill(prompt).map_err(fail)?);
         for (k, &id) in continuation.iter().enumerate() {
             out.push(self.net.forward(&[id], prompt.len() + k).map_err(fail)?);
         }

@@ -1097,3 +1097,51 @@ fn a_gguf_with_a_context_of_zero_is_refused_at_load() {
     );
     assert!(err.contains("model.gguf"), "{err}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// A prompt longer than one prefill chunk (512 tokens) goes through the cache chunk by chunk;
+// its last logits must be the one-pass forward's, on every kind of network a stand-in loads:
+// candle-transformers' Llama, Qwen2, Phi-3 and Gemma-2 (softcapped attention) over safetensors,
+// and the GGUF decoders (llama family, Gemma 3 with its sliding layers).
+
+#[test]
+fn a_prompt_longer_than_a_prefill_chunk_gives_the_one_pass_logits() {
+    use crate::common::families::{Family, GEMMA2, GEMMA3};
+    let phi3 = Family {
+        name: "phi3",
+        model: "Phi-3-mini-4k-instruct",
+        arch: Some("phi3"),
+        template: None,
+    };
+    let cases = [
+        (Family::corpus("TinyLlama", "TinyLlama-1.1B-Chat-v1.0"), false),
+        (Family::corpus("Qwen2.5", "Qwen2.5-0.5B-Instruct"), false),
+        (Family::corpus("Qwen2.5", "Qwen2.5-0.5B-Instruct"), true),
+        (phi3, false),
+        (GEMMA2, false),
+        (GEMMA3, true),
+    ];
+    for (family, gguf) in cases {
+        let (dir, _) = family.standin();
+        let path = if gguf { dir.join("model.gguf") } else { dir };
+        let mut model = load(&path);
+        // 1,300 ids: two whole chunks and a part, every id a real token of the vocabulary.
+        let ids: Vec<u32> = (0..1300u32).map(|i| 200 + (i * 37) % 5000).collect();
+        let chunked = model.cached_logits(&ids, &[]).expect("chunked prefill");
+        let whole = model.last_logits_uncached(&ids).expect("one pass");
+        let d = max_abs_diff(&chunked[0], &whole);
+        assert!(
+            d <= 1e-3,
+            "{} ({}): chunked vs one-pass logits differ by {d}",
+            family.name,
+            path.display()
+        );
+        assert_eq!(
+            sampling::argmax(&chunked[0]),
+            sampling::argmax(&whole),
+            "{}",
+            family.name
+        );
+        eprintln!("{} ({}): max |Δlogit| = {d:e}", family.name, model.architecture());
+    }
+}

@@ -2,6 +2,14 @@
 //! per-request cache reset.
 use super::*;
 
+/// The longest stretch of a prompt one forward pass takes. Attention over the whole prompt at
+/// once materialises `heads × seq × seq` scores per layer (and as many again for the mask, the
+/// softcap and the softmax): at 4,096 tokens that is gigabytes of fresh pages, most of the
+/// work being the masked upper triangle. In chunks the scores are `heads × 512 × kv_len` and
+/// the masked part is one chunk's triangle: a 4,096-token prompt on the Gemma-2 stand-in took
+/// 5.9 s in one pass.
+const PREFILL_CHUNK: usize = 512;
+
 /// The network and its per-request state.
 pub(super) enum Net {
     Llama {
@@ -54,6 +62,20 @@ impl Net {
             Net::Gemma3(m) => m.forward(&input, pos)?,
         };
         logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()
+    }
+
+    /// Feed a whole prompt from position 0, [`PREFILL_CHUNK`] tokens at a time through the
+    /// cache; logits of its last position. A prompt of one chunk or less is one forward, as
+    /// before; a longer one gives the same logits up to float rounding: candle-transformers'
+    /// networks mask a query at `pos + i` to keys `..= pos + i` and are built without a window
+    /// (the context is capped to it, `hyper.rs`), and the own decoders mask by position,
+    /// windows included (`attention::attention_mask`). target_candle checks each kind.
+    pub(super) fn prefill(&mut self, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
+        let mut logits = Vec::new();
+        for (k, chunk) in ids.chunks(PREFILL_CHUNK).enumerate() {
+            logits = self.forward(chunk, k * PREFILL_CHUNK)?;
+        }
+        Ok(logits)
     }
 
     /// A full forward over `ids` that neither reads nor keeps a cache.
