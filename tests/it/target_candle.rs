@@ -1114,7 +1114,10 @@ fn a_prompt_longer_than_a_prefill_chunk_gives_the_one_pass_logits() {
         template: None,
     };
     let cases = [
-        (Family::corpus("TinyLlama", "TinyLlama-1.1B-Chat-v1.0"), false),
+        (
+            Family::corpus("TinyLlama", "TinyLlama-1.1B-Chat-v1.0"),
+            false,
+        ),
         (Family::corpus("Qwen2.5", "Qwen2.5-0.5B-Instruct"), false),
         (Family::corpus("Qwen2.5", "Qwen2.5-0.5B-Instruct"), true),
         (phi3, false),
@@ -1142,6 +1145,10 @@ fn a_prompt_longer_than_a_prefill_chunk_gives_the_one_pass_logits() {
             "{}",
             family.name
         );
-        eprintln!("{} ({}): max |Δlogit| = {d:e}", family.name, model.architecture());
+        eprintln!(
+            "{} ({}): max |Δlogit| = {d:e}",
+            family.name,
+            model.architecture()
+        );
     }
 }
