@@ -10,6 +10,13 @@
 //! Gemma-2 stand-in went to page faults. While a generation runs ([`KeepFreedPages`]), freed
 //! pages are kept for a second, then purged as usual.
 //!
+//! Transparent huge pages are off for the binary ([`no_transparent_huge_pages`]). mimalloc
+//! advises the kernel to back its memory with 2 MiB pages, so a freed and purged stretch faults
+//! back in as a whole huge page, zeroed, however little of it the next allocation touches: with
+//! the kernel's THP in `madvise` mode (Debian's default), a gate against a Gemma-2 stand-in spent
+//! half its CPU in `clear_page_erms` under `do_huge_pmd_anonymous_page`, and with THP off the
+//! same gate took 9 s of CPU instead of 12–14 (`MIMALLOC_ALLOW_THP=0`, the same switch).
+//!
 //! Without mimalloc as the global allocator (the library linked into another program, the
 //! tests), these calls set an option of an allocator nobody uses: harmless.
 use std::os::raw::c_long;
@@ -35,6 +42,23 @@ fn set_purge_delay(ms: c_long) {
     // SAFETY: sets one of mimalloc's documented options to a documented value; no pointer is
     // involved and the allocator reads options on every purge.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, ms) };
+}
+
+/// No transparent huge pages for this process (see the module's docs), unless the user set
+/// mimalloc's own switch (`MIMALLOC_ALLOW_THP`). mimalloc reads that option once, before `main`,
+/// and had already advised huge pages for the memory it reserved then, so the process-wide
+/// `PR_SET_THP_DISABLE` is what takes effect for every later fault. Processes this one starts
+/// (a suite's `[client] command`) inherit it: it changes how fast their memory is zeroed,
+/// nothing they compute.
+pub fn no_transparent_huge_pages() {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
+        return;
+    }
+    // SAFETY: PR_SET_THP_DISABLE takes an integer flag and no pointer; an error (a kernel
+    // without it) leaves THP as it was, which is only slower.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
 }
 
 /// Return freed memory to the OS at once (mimalloc's default waits 10 ms).

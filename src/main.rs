@@ -4,9 +4,10 @@
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    // Freed memory goes back to the OS at once, except while the in-process model generates
-    // (chatgate::allocator says why).
+    // Freed memory goes back to the OS at once, except while the in-process model generates,
+    // and comes back in small pages (chatgate::allocator says why).
     chatgate::allocator::purge_at_once();
+    chatgate::allocator::no_transparent_huge_pages();
     pin_candle_threads();
     chatgate::template::quiet_caught_panics();
     let cli = chatgate::cli::docs::parse();

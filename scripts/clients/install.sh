@@ -14,7 +14,9 @@ clients=$repo/tests/clients
 cache=${CHATGATE_CACHE:-$HOME/.cache/chatgate}
 mkdir -p "$cache"
 
-key() { sha256sum "$@" | sha256sum | cut -c1-12; }
+# The key is the pins' contents alone: `sha256sum FILE` prints the path too, and a key made of
+# that changed with every clone's folder, so each fresh clone installed the clients again.
+key() { cat "$@" | sha256sum | cut -c1-12; }
 
 venv=$cache/venv-clients-$(key "$clients/requirements.txt")
 if ! "$venv/bin/python" -c 'import openai, langchain_openai' >/dev/null 2>&1; then

@@ -1102,7 +1102,8 @@ fn a_gguf_with_a_context_of_zero_is_refused_at_load() {
 // A prompt longer than one prefill chunk (512 tokens) goes through the cache chunk by chunk;
 // its last logits must be the one-pass forward's, on every kind of network a stand-in loads:
 // candle-transformers' Llama, Qwen2, Phi-3 and Gemma-2 (softcapped attention) over safetensors,
-// and the GGUF decoders (llama family, Gemma 3 with its sliding layers).
+// the GGUF decoders (llama family, quantized Qwen2), and the own Gemma 3 over either (its
+// sliding layers' 512-token window lies inside the 1,300-token prompt).
 
 #[test]
 fn a_prompt_longer_than_a_prefill_chunk_gives_the_one_pass_logits() {
@@ -1122,6 +1123,7 @@ fn a_prompt_longer_than_a_prefill_chunk_gives_the_one_pass_logits() {
         (Family::corpus("Qwen2.5", "Qwen2.5-0.5B-Instruct"), true),
         (phi3, false),
         (GEMMA2, false),
+        (GEMMA3, false),
         (GEMMA3, true),
     ];
     for (family, gguf) in cases {
