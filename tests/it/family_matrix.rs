@@ -711,6 +711,51 @@ fn break_copy(
     (how, gguf)
 }
 
+/// Each fault's broken copy of the stand-in: (fault, its folder, how it was made, why the GGUF
+/// could not carry it). Built once beside the stand-in (`target/standins/<stand-in>.faults/`,
+/// renamed into place whole, as the stand-ins are) and served by every server's cell: the copies
+/// are the same files on every server and a cell only reads them, while making one (a copy of
+/// the stand-in and its GGUF rewritten) took seconds on Gemma's 256k vocabulary, once per
+/// server before.
+fn broken_copies(fam: &Family, standin: &Path) -> Vec<(Fault, PathBuf, String, Option<String>)> {
+    let name = standin
+        .file_name()
+        .expect("a stand-in folder")
+        .to_string_lossy();
+    let root = standin.with_file_name(format!("{name}.faults"));
+    let made = root.join("made.json");
+    let read = |made: &Path| -> Option<Vec<(String, Option<String>)>> {
+        serde_json::from_slice(&std::fs::read(made).ok()?).ok()
+    };
+    let listed = match read(&made) {
+        Some(listed) => listed,
+        None => {
+            let tmp = tempfile::tempdir_in(standin.parent().expect("target/standins"))
+                .expect("tempdir in target/standins");
+            let out = tmp.path().join("faults");
+            let listed: Vec<(String, Option<String>)> = FAULTS
+                .iter()
+                .map(|&f| break_copy(f, fam, standin, &out.join(format!("{f:?}"))))
+                .collect();
+            std::fs::write(
+                out.join("made.json"),
+                serde_json::to_vec(&listed).expect("json"),
+            )
+            .expect("made.json");
+            // The cell that loses the race to another at once uses the winner's copies.
+            if std::fs::rename(&out, &root).is_err() && !made.is_file() {
+                panic!("cannot move the broken copies to {}", root.display());
+            }
+            read(&made).expect("the broken copies' made.json")
+        }
+    };
+    FAULTS
+        .iter()
+        .zip(listed)
+        .map(|(&f, (how, gguf))| (f, root.join(format!("{f:?}")), how, gguf))
+        .collect()
+}
+
 /// Point a healthy suite (a copy of its folder) at the broken copy: in-process, the model it
 /// serves; a server, the one serving the broken copy (and its name for transformers serve);
 /// without the latency stage.
@@ -859,14 +904,11 @@ fn run_cell(fam: &Family, with_faults: bool, server: Server, inst: &Installed) -
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
     let (standin, built) = fam.standin();
-    let mut broken = Vec::new();
-    if with_faults {
-        for fault in FAULTS {
-            let served = tmp.path().join(format!("served-{fault:?}"));
-            let (how, gguf) = break_copy(fault, fam, &standin, &served);
-            broken.push((fault, served, how, gguf));
-        }
-    }
+    let broken = if with_faults {
+        broken_copies(fam, &standin)
+    } else {
+        Vec::new()
+    };
     let terminator = built
         .turn_terminator
         .as_ref()
