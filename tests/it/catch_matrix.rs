@@ -1027,10 +1027,7 @@ mod real_shape {
             .expect("requantize");
         }
         std::fs::remove_dir_all(&f32_dir).expect("drop the F32 GGUF");
-        std::fs::write(out.join("ready"), b"").expect("marker");
-        if std::fs::rename(&out, &derived).is_err() && !ready.is_file() {
-            panic!("cannot move {} into place", derived.display());
-        }
+        crate::common::gate_workspace::publish(&out, &derived, "ready", b"");
         m
     }
 

@@ -737,15 +737,8 @@ fn broken_copies(fam: &Family, standin: &Path) -> Vec<(Fault, PathBuf, String, O
                 .iter()
                 .map(|&f| break_copy(f, fam, standin, &out.join(format!("{f:?}"))))
                 .collect();
-            std::fs::write(
-                out.join("made.json"),
-                serde_json::to_vec(&listed).expect("json"),
-            )
-            .expect("made.json");
-            // The cell that loses the race to another at once uses the winner's copies.
-            if std::fs::rename(&out, &root).is_err() && !made.is_file() {
-                panic!("cannot move the broken copies to {}", root.display());
-            }
+            let json = serde_json::to_vec(&listed).expect("json");
+            crate::common::gate_workspace::publish(&out, &root, "made.json", &json);
             read(&made).expect("the broken copies' made.json")
         }
     };

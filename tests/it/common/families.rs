@@ -212,14 +212,8 @@ impl Family {
             reply: reply.map(str::to_string),
         })
         .unwrap_or_else(|e| panic!("{}: {e}", self.name));
-        std::fs::write(
-            out.join("built.json"),
-            serde_json::to_vec(&built).expect("json"),
-        )
-        .expect("built.json");
-        if std::fs::rename(&out, &dir).is_err() && !marker.is_file() {
-            panic!("cannot move the stand-in to {}", dir.display());
-        }
+        let json = serde_json::to_vec(&built).expect("json");
+        super::gate_workspace::publish(&out, &dir, "built.json", &json);
         let mut built = built;
         built.out = dir.clone();
         (dir, built)

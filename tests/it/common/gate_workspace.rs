@@ -67,6 +67,18 @@ impl Workspace {
     }
 }
 
+/// Publish `out`, a folder built beside `dir` (in a temporary folder of the same parent), as
+/// `dir`: its `marker` file written with `contents` last, then the folder renamed into place
+/// whole, so tests running at once never see half of it. The test that loses the race keeps the
+/// winner's (whose marker is there).
+pub fn publish(out: &Path, dir: &Path, marker: &str, contents: &[u8]) {
+    std::fs::write(out.join(marker), contents)
+        .unwrap_or_else(|e| panic!("{}: {e}", out.join(marker).display()));
+    if std::fs::rename(out, dir).is_err() && !dir.join(marker).is_file() {
+        panic!("cannot move {} into place", dir.display());
+    }
+}
+
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for e in std::fs::read_dir(from).expect("read dir") {
