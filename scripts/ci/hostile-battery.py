@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The hostile-server battery (.ci/run): `chatgate gate` and `chatgate bench` against every mode of
-scripts/ci/hostile-server.py, each asserting
+"""The hostile-server battery (the test tests/it/hostile_servers.rs runs it): `chatgate gate` and
+`chatgate bench` against every mode of scripts/ci/hostile-server.py, each asserting
 
   - exit code 1 or 3 (never 0, 2, a panic's 101 or a signal),
   - wall time under the bound docs/commands/gate.md states for the suite's timeouts,

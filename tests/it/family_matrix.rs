@@ -1114,6 +1114,11 @@ fn short_name(fam: &Family) -> &'static str {
 /// One family × server of the matrix: its cells must equal the page's (rewritten there with
 /// `CHATGATE_BLESS=1`, after review), and nothing may be missed.
 fn matrix_cell(fam: &Family, server: Server) {
+    // Every chatgate this cell starts (the gate with its in-process reference, `chatgate
+    // serve`) computes on one thread: the cells run two at a time on two cores, and two
+    // threads per process there cost more CPU for the same work (a Gemma-2 and a Qwen3 cell
+    // side by side: 325 CPU s with two threads, 285 with one; the Qwen3 cell 83 s → 66 s).
+    crate::common::gate_workspace::single_threaded();
     let with_faults = FAMILIES
         .iter()
         .find(|(f, _)| f.name == fam.name)

@@ -23,6 +23,7 @@ mod gate_e2e;
 mod help_pages;
 mod generation_harmony;
 mod history;
+mod hostile_servers;
 mod http_target;
 mod init_suite;
 mod inspect_cli;

@@ -110,6 +110,33 @@ fn row_counts(r: &Value) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// Whether the run's client fell behind while it measured (`server.latency-client`): its
+/// latency figures are then "unreliable", and a metric that looks regressed is a warning, not
+/// judged (docs/latency.md) — on a loaded machine, one run of the same work may be and the
+/// next not.
+fn unreliable(r: &Value) -> bool {
+    !r["latency_totals"]["unreliable"].is_null()
+}
+
+/// A server 300 ms slower to its first token: TTFT is the first broken check, or — where the
+/// run's figures were unreliable — TTFT is the metric that "looks regressed, not judged".
+fn assert_ttft_regressed(code: i32, r: &Value) {
+    if !unreliable(r) {
+        assert_eq!(code, 1, "{r}");
+        assert_eq!(r["first_broken"]["check"], "server.latency-ttft", "{r}");
+        return;
+    }
+    let ttft = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "server.latency-ttft")
+        .unwrap_or_else(|| panic!("no server.latency-ttft finding: {r}"));
+    assert_eq!(ttft["severity"], "warning", "{r}");
+    let message = ttft["message"].as_str().unwrap();
+    assert!(message.contains("looks regressed, not judged"), "{r}");
+}
+
 /// The merged report against the unsharded one, and the merged latency against the parts' raw
 /// samples.
 fn assert_same_work(unsharded: &Value, merged: &Value, parts: &[Value], n: usize) {
@@ -120,6 +147,13 @@ fn assert_same_work(unsharded: &Value, merged: &Value, parts: &[Value], n: usize
         finding_set(unsharded),
         "{n} shards: findings"
     );
+    assert_same_samples(unsharded, merged, parts, n);
+}
+
+/// What two runs of the same work share whatever their verdicts: the snapshot results, the
+/// latency rows' counts, every request in exactly one shard, the merged rows computed from the
+/// union of the raw samples, and the chains run once.
+fn assert_same_samples(unsharded: &Value, merged: &Value, parts: &[Value], n: usize) {
     assert_eq!(
         prompt_results(merged),
         prompt_results(unsharded),
@@ -233,13 +267,20 @@ async fn sharded_runs_merged_equal_the_unsharded_run_on_a_server() {
     let checked = tokio::task::spawn_blocking(move || {
         let target = ["--target", url.as_str()];
         let (code, unsharded) = gate(&ws, &target);
-        assert_eq!(code, 1, "{unsharded}");
-        assert_eq!(unsharded["first_broken"]["check"], "server.latency-ttft");
+        assert_ttft_regressed(code, &unsharded);
         let (code, merged, parts) = sharded(&ws, 2, &target);
-        assert_eq!(code, 1, "{merged}");
-        // The same check, with this run's own figures in its message.
-        assert_eq!(merged["first_broken"]["check"], "server.latency-ttft");
-        assert_same_work(&unsharded, &merged, &parts, 2);
+        assert_ttft_regressed(code, &merged);
+        if unreliable(&unsharded) == unreliable(&merged) {
+            assert_same_work(&unsharded, &merged, &parts, 2);
+        } else {
+            // One run's client fell behind and the other's kept up (the machine's load is not
+            // this test's to hold still): their verdicts differ by design, their work may not.
+            eprintln!(
+                "figures unreliable in one run only: unsharded {:?}, merged {:?}",
+                unsharded["latency_totals"]["unreliable"], merged["latency_totals"]["unreliable"]
+            );
+            assert_same_samples(&unsharded, &merged, &parts, 2);
+        }
     })
     .await;
     drop(slow);
