@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::common::cli::chatgate_in as chatgate;
 use crate::common::gate_workspace::{serve_tiny_chat, Workspace};
+use crate::common::report_json::says;
 use chatgate::serve::Fault;
 
 /// The smoke suite, with regression floors that the timing noise of a loaded CI machine (the
@@ -126,15 +127,15 @@ fn assert_ttft_regressed(code: i32, r: &Value) {
         assert_eq!(r["first_broken"]["check"], "server.latency-ttft", "{r}");
         return;
     }
-    let ttft = r["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["check"] == "server.latency-ttft")
-        .unwrap_or_else(|| panic!("no server.latency-ttft finding: {r}"));
-    assert_eq!(ttft["severity"], "warning", "{r}");
-    let message = ttft["message"].as_str().unwrap();
-    assert!(message.contains("looks regressed, not judged"), "{r}");
+    assert!(
+        says(
+            r,
+            "server.latency-ttft",
+            "warning",
+            "looks regressed, not judged"
+        ),
+        "{r}"
+    );
 }
 
 /// The merged report against the unsharded one, and the merged latency against the parts' raw
