@@ -1121,7 +1121,7 @@ mod real_shape {
             ("# max_tokens = 48", "max_tokens = 16"),
             // Two windows of the long reply: enough to judge a quantized reference's
             // windows (docs/checkpoint-at-scale.md), at a quarter of the default's cost.
-            ("# long_reply_tokens = 256", "long_reply_tokens = 64"),
+            crate::reasoning_split::LONG_REPLY_64,
             // A 4,096-token prefill of a 135M model in candle on two cores is a minute a
             // gate; 512 tokens still run the check against each reference kind.
             crate::reasoning_split::LONG_PROMPT_512,

@@ -78,7 +78,7 @@ fn a_requantized_copy_of_real_weights_served_under_the_same_name_is_caught_at_th
     drop(healthy);
     // The two copies below are judged by the fingerprint and the first broken boundary, not by
     // their latency against the healthy baseline (every boundary comes before it).
-    without_latency(&suite.join("suite.toml"));
+    crate::common::gate_workspace::without_latency(&suite.join("suite.toml"));
 
     // A q8_0 KV cache (llama.cpp#23717 turned output to gibberish after 100–150 tokens): on
     // llama-cpp-python 0.3.36 the long reply stays inside the same file's bounds in every
@@ -133,16 +133,6 @@ fn a_requantized_copy_of_real_weights_served_under_the_same_name_is_caught_at_th
         "{report:#}"
     );
     drop(copy);
-}
-
-/// The suite without its `[latency]` stage.
-fn without_latency(suite: &std::path::Path) {
-    let mut doc: toml::Table = std::fs::read_to_string(suite)
-        .expect("suite.toml")
-        .parse()
-        .expect("a TOML suite");
-    doc.remove("latency");
-    std::fs::write(suite, toml::to_string(&doc).expect("TOML")).expect("suite.toml");
 }
 
 /// The real Gemma 3 270M file with its chat template (install-real-weights.sh), or a skip

@@ -119,8 +119,19 @@ pub(crate) fn init(dir: &Path, model: &Path, url: &str, stack: Option<&str>) {
     let (from, to) = LONG_PROMPT_512;
     assert!(text.contains(from), "init's suite changed: {from:?}");
     let text = text.replacen(from, to, 1);
+    // The fingerprint's long reply at two windows, for the same reason: it judges the
+    // checkpoint, which these stand-ins never break, and at 256 tokens it was a third of a
+    // fail-fast gate on `chatgate serve` (the catch matrix's real-shape rows declare 64 too;
+    // the family matrix's healthy gates keep the default).
+    let (from, to) = LONG_REPLY_64;
+    assert!(text.contains(from), "init's suite changed: {from:?}");
+    let text = text.replacen(from, to, 1);
     std::fs::write(&suite, text + CLIENT).expect("suite.toml");
 }
+
+/// The long reply's line as `init` writes it, and the two windows these suites declare.
+pub(crate) const LONG_REPLY_64: (&str, &str) =
+    ("# long_reply_tokens = 256", "long_reply_tokens = 64");
 
 /// The long prompt's line as `init` writes it (the declared context, capped at 4,096), and the
 /// 512-token one these suites declare instead ([`init`]; vLLM's tests turn it back).

@@ -11,6 +11,17 @@ use chatgate::verdict::Severity;
 
 pub const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
+/// The suite at `suite` without its `[latency]` stage (the gate then judges the chain and the
+/// replay only).
+pub fn without_latency(suite: &Path) {
+    let mut doc: toml::Table = std::fs::read_to_string(suite)
+        .expect("suite.toml")
+        .parse()
+        .expect("a TOML suite");
+    doc.remove("latency");
+    std::fs::write(suite, toml::to_string(&doc).expect("TOML")).expect("suite.toml");
+}
+
 /// Tiny models run fastest and steadiest on one thread (docs/commands/serve.md).
 pub fn single_threaded() {
     std::env::set_var("CANDLE_NUM_THREADS", "1");
