@@ -209,6 +209,41 @@ fn q8_0_weights_through_the_int8_tiles_stay_as_close_to_the_float_model_as_candl
     }
 }
 
+/// On a CPU without int8 tiles (an AVX2-only x86; here `MISTRALRS_FORCE_AVX2=1`, which candle
+/// and chatgate both read) candle multiplies a Q4_0 or Q8_0 matrix a row at a time, so the file's
+/// Q4_0 and Q8_0 matrices are widened to F32 at load (`candle/gguf.rs`, `widened_here`). The
+/// widened model is then the F32 file of the same dequantized weights, bit for bit: quantized
+/// dot products round the input to 8 bits per 32 values and would not be.
+#[test]
+fn without_int8_tiles_q4_0_and_q8_0_matrices_run_widened_to_f32() {
+    // Set before candle or chatgate reads it: each test is a process of its own (nextest).
+    std::env::set_var("MISTRALRS_FORCE_AVX2", "1");
+    let dir = tempfile::tempdir().unwrap();
+    let (family, arch) = &CASES[0];
+    let float = standin(family, &dir.path().join(arch), 64, 16);
+    for dtype in [GgmlDType::Q4_0, GgmlDType::Q8_0] {
+        let quantized = dir.path().join(format!("{dtype:?}.gguf"));
+        requantize_gguf(&float, &quantized, dtype).unwrap();
+        let dequantized = dir.path().join(format!("{dtype:?}-as-f32.gguf"));
+        requantize_gguf(&quantized, &dequantized, GgmlDType::F32).unwrap();
+        let logits = |file: &Path| {
+            CandleModel::load(file)
+                .unwrap()
+                .cached_logits(&PROMPT, &CONTINUATION)
+                .unwrap()
+        };
+        let (widened, as_f32) = (logits(&quantized), logits(&dequantized));
+        assert_eq!(widened, as_f32, "{dtype:?}: not the F32 file's logits");
+        // And the estimate counts them as F32, held twice while loading.
+        let estimate = chatgate::endpoint::candle::memory::estimate(&quantized).unwrap();
+        let kept = chatgate::endpoint::candle::memory::estimate(&dequantized).unwrap();
+        assert!(
+            estimate.bytes > kept.bytes,
+            "{dtype:?}: {estimate:?} against {kept:?}"
+        );
+    }
+}
+
 /// The most two stacks may differ by on the same F32 file, in nats (mean, max |Δlogprob|):
 /// llama.cpp keeps its KV cache in F16. Measured at a fifth of it or less; every
 /// architectural slip tried (below) drifts by a tenth of a nat to several nats.

@@ -244,7 +244,7 @@ impl CandleModel {
                     ctx,
                 };
                 let cfg = gemma2_gguf_config(&ct, path, &dims)?;
-                Net::Gemma2(gemma2_from_gguf(&ct, &mut file, path, &cfg)?)
+                Net::gemma2(&cfg, |cfg| gemma2_from_gguf(&ct, &mut file, path, cfg))?
             }
             "gemma3" => Net::Gemma3(Box::new(
                 gemma3::Gemma3::from_gguf(&ct, &mut file, ctx).map_err(cannot)?,
@@ -295,11 +295,36 @@ impl<T: std::io::Read + std::io::Seek> ReadSeek for T {}
 /// gemma3.rs, and a llama-family Q5_0 file is left as it is for now.)
 const SCALAR_ONLY: [GgmlDType; 2] = [GgmlDType::Q4_1, GgmlDType::Q5_1];
 
+/// Where the CPU has no int8 tiles (no VNNI: AVX2-only x86, or `MISTRALRS_FORCE_AVX2=1`), candle
+/// multiplies a Q4_0 or Q8_0 matrix one weight row and one input row at a time
+/// (`int8_tiles.rs`): SmolLM2-135M Q4_0 ran at 0.37× llama.cpp's decode and 0.17× its prefill
+/// on an AVX2-only EPYC, where the widened Q4_1 file of the same weights ran at 0.50× and 0.94×
+/// (docs/benchmarks.md). There they are widened too.
+const UNTILED: [GgmlDType; 2] = [GgmlDType::Q4_0, GgmlDType::Q8_0];
+
+/// The quantizations `widen` turns to F32 on this CPU.
+pub(super) fn widened_here(dtype: GgmlDType) -> bool {
+    SCALAR_ONLY.contains(&dtype)
+        || (UNTILED.contains(&dtype) && !super::int8_tiles::cpu_has_int8_tiles())
+}
+
+/// [`widened_here`] for a type as a GGUF names it ("Q4_0"), for the memory estimate.
+pub(super) fn widened_here_named(name: &str) -> bool {
+    let dtype = match name {
+        "Q4_0" => GgmlDType::Q4_0,
+        "Q4_1" => GgmlDType::Q4_1,
+        "Q5_1" => GgmlDType::Q5_1,
+        "Q8_0" => GgmlDType::Q8_0,
+        _ => return false,
+    };
+    widened_here(dtype)
+}
+
 /// At most this many bytes of such matrices are widened (4 bytes a weight, held twice while
 /// loading); beyond it they stay quantized: slow, but in the memory the file's size suggests.
 pub(super) const MAX_WIDENED_BYTES: u64 = 2 << 30;
 
-/// The GGUF's tensors with every `SCALAR_ONLY` matrix dequantized to F32, as a GGUF in memory
+/// The GGUF's tensors with every matrix [`widened_here`] dequantized to F32, as a GGUF in memory
 /// (its content and tensor bytes) that candle's loaders read like the file; None when there is
 /// nothing to widen or it would take more than `MAX_WIDENED_BYTES`. The numbers are the same
 /// weights; what changes is that the activations are no longer rounded to 8 bits on their way
@@ -311,7 +336,7 @@ fn widen<R: std::io::Read + std::io::Seek>(
     let widened: u64 = ct
         .tensor_infos
         .values()
-        .filter(|i| SCALAR_ONLY.contains(&i.ggml_dtype))
+        .filter(|i| widened_here(i.ggml_dtype))
         .map(|i| i.shape.elem_count() as u64 * 4)
         .sum();
     if widened == 0 || widened > MAX_WIDENED_BYTES {
@@ -325,7 +350,7 @@ fn widen<R: std::io::Read + std::io::Seek>(
         let info = &ct.tensor_infos[name];
         let tensor = ct.tensor(file, name, &Device::Cpu)?;
         let offset = bytes.len() as u64;
-        let dtype = if SCALAR_ONLY.contains(&info.ggml_dtype) {
+        let dtype = if widened_here(info.ggml_dtype) {
             let values = tensor
                 .dequantize(&Device::Cpu)?
                 .flatten_all()?

@@ -111,7 +111,7 @@ impl Linear {
 /// Whether candle multiplies Q8_0 matrices in int8 tiles on this CPU (its `repack_x86::level`
 /// is not `Avx2`).
 /// Read once, as candle reads its own: the environment and the CPU do not change in a process.
-fn cpu_has_int8_tiles() -> bool {
+pub(crate) fn cpu_has_int8_tiles() -> bool {
     static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *HAS.get_or_init(detect_int8_tiles)
 }

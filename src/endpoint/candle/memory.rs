@@ -164,10 +164,11 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
         )
     ) && !moe;
     let mut tile_budget = super::int8_tiles::MAX_TILED_BYTES;
-    // Q4_1 and Q5_1 matrices are widened to F32 (candle/gguf.rs `widen`) when they fit its cap:
-    // 4 bytes a weight, held twice while loading.
+    // Q4_1 and Q5_1 matrices (and Q4_0 and Q8_0 on a CPU without int8 tiles) are widened to
+    // F32 (candle/gguf.rs `widen`) when they fit its cap: 4 bytes a weight, held twice while
+    // loading.
     let scalar_only =
-        |t: &crate::artifacts::GgufTensor| matches!(t.type_name.as_str(), "Q4_1" | "Q5_1");
+        |t: &crate::artifacts::GgufTensor| super::gguf::widened_here_named(&t.type_name);
     let widened: u64 = info
         .tensors
         .iter()

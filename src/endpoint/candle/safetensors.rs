@@ -88,9 +88,10 @@ impl CandleModel {
                 Net::Qwen3(qwen3::ModelForCausalLM::new(&shape.qwen3_config(), vb).map_err(built)?)
             }
             Arch::Phi3 => Net::Phi3(phi3::Model::new(&shape.phi3_config(tied), vb).map_err(built)?),
-            Arch::Gemma2 => {
-                Net::Gemma2(gemma2::Model::new(false, &shape.gemma2_config(), vb).map_err(built)?)
-            }
+            Arch::Gemma2 => Net::gemma2(&shape.gemma2_config(), |cfg| {
+                gemma2::Model::new(false, cfg, vb)
+            })
+            .map_err(built)?,
             // This crate's own decoder (gemma3.rs says why not candle's), as for a GGUF.
             Arch::Gemma3 => {
                 let g = gemma3_shape(&config, &shape)?;
