@@ -385,10 +385,24 @@ async fn scripted_tool_suite(
     tokio::task::spawn_blocking(move || {
         crate::tool_calls::suite_with_tool(&d, &m, &url, None, parameters);
         crate::tool_calls::probe_budget(&d, 64);
+        // None of the faults these suites meet is the parser that fails on sampled turns.
+        without_sampled_runs(&d.join("suite.toml"));
     })
     .await
     .expect("init");
     (model, ws, healthy)
+}
+
+/// `[server] sampled_runs = 0` in a suite `init` wrote: `server.sampled-parse` (20 requests a
+/// gate) is left out, for the gates of faults it does not judge.
+fn without_sampled_runs(suite: &Path) {
+    let text = std::fs::read_to_string(suite).expect("suite.toml");
+    assert!(
+        text.contains("# sampled_runs = 20\n"),
+        "init's suite changed"
+    );
+    let text = text.replacen("# sampled_runs = 20\n", "sampled_runs = 0\n", 1);
+    std::fs::write(suite, text).expect("suite.toml");
 }
 
 /// One fault over a Qwen3 stand-in scripted with `reply` (offering `get_weather(city)`), the
@@ -538,10 +552,20 @@ async fn tool_call_rows(rows: &mut Vec<Row>) {
                     | Fault::HistoryRewritten
             ) && !values_fault(*f)
         });
+    // The sampled runs (20 requests a gate) judge one fault of these, the parser that fails on
+    // sampled turns; the others' gates go without them, in a copy of the same suite.
+    let unsampled = ws.path().join("serve-unsampled");
+    gate_workspace::copy_dir(suite.parent().expect("the suite's folder"), &unsampled);
+    let unsampled = unsampled.join("suite.toml");
+    without_sampled_runs(&unsampled);
     for fault in tool_faults {
         let (class, what, boundary, check) = serve_fault(fault);
         let server = serve_model(&model, &[fault], None).await;
-        let r = gate_fail_fast(suite.clone(), Some(server.url())).await;
+        let suite = match fault {
+            Fault::SampledParseFails => suite.clone(),
+            _ => unsampled.clone(),
+        };
+        let r = gate_fail_fast(suite, Some(server.url())).await;
         server.stop().await.expect("stop");
         let how = format!("`chatgate serve --fault {fault}` over a Qwen3 stand-in: {what}");
         rows.push(Row::new(class, how, boundary, check).judge(&r));

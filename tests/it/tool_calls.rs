@@ -152,6 +152,8 @@ fn chatgate_serve_parses_the_call_the_model_wrote() {
     let server = Serve::start(&model, &[]);
     let dir = tempfile::tempdir().expect("tempdir");
     suite_with_tools(dir.path(), &model, &server.url, None);
+    // The latency stage is not what this test judges (the chain and the replay are).
+    crate::common::gate_workspace::without_latency(&dir.path().join("suite.toml"));
     // Accept the snapshots (the call with its arguments as JSON), then replay against them.
     let (code, _) = gate(dir.path(), &server.url, true);
     assert_eq!(code, 0);
@@ -235,6 +237,8 @@ fn parallel_calls_are_kept_and_a_collapsing_parser_is_caught() {
     let dir = tempfile::tempdir().expect("tempdir");
     suite_with_tools(dir.path(), &model, &server.url, None);
     probe_budget(dir.path(), 64);
+    // The latency stage is not what this test judges (the chain and the replay are).
+    crate::common::gate_workspace::without_latency(&dir.path().join("suite.toml"));
     // Accepting the snapshots (both calls in them) is the healthy run.
     let (code, report) = gate(dir.path(), &server.url, true);
     let f = finding(&report, "server.tool-call-parse");
@@ -250,7 +254,8 @@ fn parallel_calls_are_kept_and_a_collapsing_parser_is_caught() {
     drop(server);
 
     let server = Serve::start(&model, &["parallel-calls-collapsed"]);
-    let (code, report) = gate(dir.path(), &server.url, false);
+    // Judged at the server boundary: `--fail-fast` leaves out the replay after it.
+    let (code, report) = crate::reasoning_split::gate_fail_fast(dir.path(), &server.url);
     assert_eq!(code, 1);
     let f = finding(&report, "server.tool-call-parse");
     assert_eq!(f["severity"], "error", "{f}");
@@ -543,6 +548,8 @@ fn the_agents_second_turn_is_rendered_as_the_template_does() {
     let healthy = Serve::start(&model, &[]);
     suite_with_tools(dir.path(), &model, &healthy.url, None);
     probe_budget(dir.path(), 64);
+    // The latency stage is not what this test judges (the chain and the replay are).
+    crate::common::gate_workspace::without_latency(&dir.path().join("suite.toml"));
     let (code, report) = gate(dir.path(), &healthy.url, true);
     assert_eq!(code, 0, "{:?}", crate::common::report_json::errors(&report));
     let f = finding(&report, "server.agent-round-trip");
@@ -555,7 +562,8 @@ fn the_agents_second_turn_is_rendered_as_the_template_does() {
     );
     drop(healthy);
     let broken = Serve::start(&model, &["history-reasoning-dropped"]);
-    let (code, report) = gate(dir.path(), &broken.url, false);
+    // Judged at the server boundary: `--fail-fast` leaves out the replay after it.
+    let (code, report) = crate::reasoning_split::gate_fail_fast(dir.path(), &broken.url);
     assert_eq!(code, 1);
     let f = finding(&report, "server.agent-round-trip");
     assert_eq!(f["severity"], "error", "{f}");
