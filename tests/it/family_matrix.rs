@@ -514,7 +514,7 @@ fn healthy_cell(
     let gates = if latency { 2 } else { 1 };
     let runs: Vec<Outcome> = (0..gates).map(|run| gate(dir, run == 0)).collect();
     runs.iter().for_each(|o| time.gate(o));
-    let baseline = runs[runs.len() - 1].errors.clone();
+    let baseline = runs.last().expect("the update ran").errors.clone();
     if runs.iter().all(|o| o.code == 0 && o.errors.is_empty()) {
         return ("pass".into(), baseline);
     }

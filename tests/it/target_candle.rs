@@ -1154,3 +1154,59 @@ fn a_prompt_longer_than_a_prefill_chunk_gives_the_one_pass_logits() {
         );
     }
 }
+
+/// Gemma-2's final soft-cap is taken out of candle-transformers' network and applied to the
+/// logits vector, vectorised (`Net::gemma2`, `sampling::soft_cap`): the logits must still be
+/// candle-transformers' own Gemma-2's, which caps inside the network, on the same weights —
+/// from safetensors and from the GGUF. The stand-in's cap is set to 0.5, so that the cap bends
+/// every logit far past float noise (at Gemma-2's 30 a random stand-in's logits hardly reach
+/// it, and a cap left out would pass unseen).
+#[test]
+fn gemma2_logits_are_soft_capped_as_candle_transformers_caps_them() {
+    use candle_transformers::models::gemma2;
+    let (source, _) = crate::common::families::GEMMA2.standin();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("gemma2");
+    crate::common::gate_workspace::copy_dir(&source, &dir);
+    let path = dir.join("config.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["final_logit_softcapping"] = json!(0.5);
+    std::fs::write(&path, config.to_string()).unwrap();
+    chatgate::standin::rewrite_gguf(&dir).unwrap();
+
+    let ids: Vec<u32> = (0..24u32).map(|i| 200 + i * 37).collect();
+    let theirs: Vec<f32> = {
+        let cfg: gemma2::Config = serde_json::from_value(config).unwrap();
+        let vb = unsafe {
+            candle_nn::VarBuilder::from_mmaped_safetensors(
+                &[dir.join("model.safetensors")],
+                candle_core::DType::F32,
+                &Device::Cpu,
+            )
+        }
+        .unwrap();
+        let mut model = gemma2::Model::new(false, &cfg, vb).unwrap();
+        let input = Tensor::new(ids.as_slice(), &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        model
+            .forward(&input, 0)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap()
+    };
+    // The cap bends these logits: some lie well inside its curve.
+    assert!(theirs.iter().all(|x| x.abs() <= 0.5));
+    assert!(
+        theirs.iter().any(|x| x.abs() > 0.3),
+        "the cap does not bend these logits"
+    );
+    for path in [dir.clone(), dir.join("model.gguf")] {
+        let ours = load(&path).last_logits_uncached(&ids).unwrap();
+        let d = max_abs_diff(&ours, &theirs);
+        assert!(d <= TOL, "{}: {d}", path.display());
+    }
+}

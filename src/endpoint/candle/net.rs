@@ -77,22 +77,23 @@ impl Net {
             Net::Qwen2(m) => m.forward(&input, pos)?,
             Net::Qwen3(m) => m.forward(&input, pos)?,
             Net::Phi3(m) => m.forward(&input, pos)?,
-            Net::Gemma2 { model, soft_cap } => {
-                let logits = model.forward(&input, pos)?;
-                let mut logits = logits
-                    .flatten_all()?
-                    .to_dtype(DType::F32)?
-                    .to_vec1::<f32>()?;
-                if let Some(cap) = soft_cap {
-                    super::sampling::soft_cap(&mut logits, *cap);
-                }
-                return Ok(logits);
-            }
+            Net::Gemma2 { model, .. } => model.forward(&input, pos)?,
             Net::Gguf(m) => m.forward(&input, pos)?,
             Net::GgufLlamaFamily(m) => m.forward(&input, pos)?,
             Net::Gemma3(m) => m.forward(&input, pos)?,
         };
-        logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()
+        let mut logits = logits
+            .flatten_all()?
+            .to_dtype(DType::F32)?
+            .to_vec1::<f32>()?;
+        if let Net::Gemma2 {
+            soft_cap: Some(cap),
+            ..
+        } = self
+        {
+            super::sampling::soft_cap(&mut logits, *cap);
+        }
+        Ok(logits)
     }
 
     /// Feed a whole prompt from position 0, [`PREFILL_CHUNK`] tokens at a time through the
