@@ -670,7 +670,9 @@ async fn an_echoed_api_key_appears_in_no_output() {
 /// `gate --fail-fast` against a server whose stop set misses the turn terminator (a
 /// generation-config fault): the same exit code, first broken boundary and findings up to it
 /// as the whole run; nothing after it sent (no later boundary's checks, no replay, no latency),
-/// and the report says what was left out. On the healthy server it is the whole run.
+/// and the report says what was left out. Against a wrong template, the same up to the template,
+/// and the probe pass's streams, seeds and concurrent copies (only later boundaries read them)
+/// are not sent either. On the healthy server it is the whole run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_fast_stops_at_the_first_broken_boundary_with_the_whole_runs_verdict() {
     use chatgate::serve::Fault;
@@ -734,6 +736,45 @@ async fn fail_fast_stops_at_the_first_broken_boundary_with_the_whole_runs_verdic
         sent(&whole)
     );
 
+    // The generation config reads the probe pass's streams, seeds and concurrent copies: both
+    // runs sent them.
+    assert!(has_step(&fast, REST) && has_step(&whole, REST));
+
+    // A template broken: the part of the probe pass only later boundaries read is not sent
+    // either, and the verdict up to the template is still the whole run's.
+    let broken = serve_tiny_chat(&[Fault::WrongTemplate]).await;
+    let whole = gate_smoke(&ws, Some(broken.url())).await;
+    let fast = gate_workspace::gate_fail_fast(ws.suite("smoke"), Some(broken.url())).await;
+    broken.stop().await.expect("stop");
+    let first = first_broken(&whole);
+    assert_eq!(
+        first.as_ref().map(|(b, _)| b.as_str()),
+        Some("template"),
+        "{:?}",
+        errors(&whole)
+    );
+    assert_eq!(first_broken(&fast), first);
+    assert_eq!(fast.exit_code.code(), whole.exit_code.code());
+    let upto = |r: &GateReport| -> Vec<(String, Severity)> {
+        let mut v: Vec<_> = r
+            .findings
+            .0
+            .iter()
+            .filter(|f| f.boundary <= Boundary::Template)
+            .map(|f| (f.check.id.to_string(), f.severity))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(upto(&fast), upto(&whole));
+    assert!(has_step(&whole, REST) && !has_step(&fast, REST));
+    assert!(
+        sent(&fast) < sent(&whole) / 2,
+        "the fail-fast run sent {} requests, the whole run {}",
+        sent(&fast),
+        sent(&whole)
+    );
+
     // On the healthy server nothing breaks, so nothing is left out.
     let healthy = serve_tiny_chat(&[]).await;
     let fast = gate_workspace::gate_fail_fast(ws.suite("smoke"), Some(healthy.url())).await;
@@ -745,6 +786,17 @@ async fn fail_fast_stops_at_the_first_broken_boundary_with_the_whole_runs_verdic
         .0
         .iter()
         .any(|f| f.check.id == "replay.not-run"));
+}
+
+/// The online chain's step that sends the probe pass's streams, seeds and concurrent copies.
+const REST: &str = "probe pass (streams, seeds, concurrency)";
+
+/// Whether the report's online chain has `step`.
+fn has_step(r: &GateReport, step: &str) -> bool {
+    r.phases
+        .iter()
+        .flat_map(|p| &p.steps)
+        .any(|s| s.phase == step)
 }
 
 /// `--fail-fast` cannot go with `--update` (an accept needs the whole run) or a shard.

@@ -211,8 +211,8 @@ fn start(server: Server, standin: &Path, days: i64) -> Option<(Day, Option<Strin
     })
 }
 
-/// init, `gate --update` and `gate` today; `gate` again tomorrow (both clocks moved). The
-/// verdict must not change with the day.
+/// init and `gate --update` today; `gate` tomorrow (both clocks moved), against today's
+/// snapshots and baseline. The verdict must not change with the day.
 fn second_day(server: Server) {
     let (standin, _) = LLAMA32.standin();
     let tmp = tempfile::tempdir().unwrap();
@@ -239,8 +239,9 @@ fn second_day(server: Server) {
         assert!(suite.contains("repeat_penalty = 1.0"), "{suite}");
     }
     lighten(&dir.join("suite.toml"));
-    let update = gate(dir, None, true, None);
-    let first = gate(dir, None, false, None);
+    // Day 1 is the update alone: a gate right after it replays the snapshots it accepted, which
+    // the day-2 gate does too, across the day (20-35 s a server, the same verdict every run).
+    let first = gate(dir, None, true, None);
     drop(day1);
     let expected_day1 = |r: &Run| match server {
         Server::TransformersServe => checks(r)
@@ -249,10 +250,8 @@ fn second_day(server: Server) {
         _ => r.code == 0,
     };
     assert!(
-        expected_day1(&update) && expected_day1(&first),
-        "day 1 on {server:?}: --update exit {} {:#?}; gate exit {} {:#?}",
-        update.code,
-        update.errors,
+        expected_day1(&first),
+        "day 1 on {server:?}: --update exit {} {:#?}",
         first.code,
         first.errors
     );

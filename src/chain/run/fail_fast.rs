@@ -1,5 +1,6 @@
 //! `gate --fail-fast`: a red build sooner. Once a boundary is broken, a check that can only file
-//! at a later boundary sends nothing, and the replay and the latency stage are not run.
+//! at a later boundary sends nothing, nor does the part of the probe pass only later boundaries
+//! read (`run::online`), and the replay and the latency stage are not run.
 //!
 //! A check is left out only when it cannot file at or before the boundary already broken, so
 //! the exit code and the first broken boundary and check are the ones the whole run gives, and

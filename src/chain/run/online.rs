@@ -1,6 +1,6 @@
 //! The online chain's driver: the probe pass, then every boundary's judges in chain order
-//! (`ONLINE` in each boundary's folder), each boundary's own probes just before its first
-//! judge, then the suite's policy.
+//! (`ONLINE` in each boundary's folder), each boundary's own probes (and the part of the probe
+//! pass only later boundaries read) just before its first judge, then the suite's policy.
 use std::time::Instant;
 
 use crate::chain::run::fail_fast::FailFast;
@@ -35,7 +35,7 @@ pub async fn run(
     steps.mark("probe pass");
     let server_section = &online.ctx.suite.file.server;
     let mut findings = Vec::new();
-    let mut gathered = (false, false);
+    let mut gathered = Gathered::default();
     let mut judged = 0;
     for judge in judges().into_iter().flatten() {
         if judge.checks.iter().all(|c| server_section.skips(c)) {
@@ -52,18 +52,24 @@ pub async fn run(
         // A boundary's own probes go just before its first judge: a check the suite skips
         // sends none (each gather asks), nor one a fail-fast run leaves out.
         let boundary = judge.checks.first().map(|c| c.boundary);
-        if boundary >= Some(Boundary::Tokenizer) && !gathered.0 {
-            gathered.0 = true;
+        if boundary >= Some(Boundary::Tokenizer) && !gathered.tokenizer {
+            gathered.tokenizer = true;
             obs.text_ids = tokenizer::online::gather(online.http).await;
             steps.mark("tokenizer probes");
         }
-        // A fail-fast run that stopped before the server still runs the judges that can blame
-        // an earlier boundary (they need no server probe for that): none is sent for them.
-        let server_probes = !fail_fast
-            .as_ref()
-            .is_some_and(|ff| ff.stops_before(Boundary::Server));
-        if boundary >= Some(Boundary::Server) && server_probes && !gathered.1 {
-            gathered.1 = true;
+        // A fail-fast run that stopped before a boundary still runs the judges that can blame
+        // an earlier one (they need none of its probes for that): none is sent for them.
+        let sends = |from| !fail_fast.as_ref().is_some_and(|ff| ff.stops_before(from));
+        if boundary >= Some(Boundary::GenerationConfig)
+            && sends(Boundary::GenerationConfig)
+            && !gathered.rest
+        {
+            gathered.rest = true;
+            online.gather_rest(&mut obs).await;
+            steps.mark(REST);
+        }
+        if boundary >= Some(Boundary::Server) && sends(Boundary::Server) && !gathered.server {
+            gathered.server = true;
             obs.fields = server::fields::gather(online, probes, obs.framing.as_ref()).await;
             steps.mark("request-field probes");
             obs.responses = server::responses::gather(online, probes).await;
@@ -77,6 +83,14 @@ pub async fn run(
     }
     if let Some(ff) = fail_fast.as_mut() {
         ff.saw(&findings[judged..], server_section);
+    }
+    // A suite that skips every later check still has its replay judged by each probe's
+    // determinism, which reads the concurrent copies; a fail-fast run that stopped runs no
+    // replay.
+    let stopped = fail_fast.as_ref().is_some_and(|ff| ff.broken().is_some());
+    if !gathered.rest && !stopped {
+        online.gather_rest(&mut obs).await;
+        steps.mark(REST);
     }
     apply_policy(&mut findings, server_section);
     let determinism = obs
@@ -92,6 +106,18 @@ pub async fn run(
         steps: steps.done(),
         fail_fast,
     })
+}
+
+/// The step that sends the rest of the probe pass ([`Online::gather_rest`]).
+const REST: &str = "probe pass (streams, seeds, concurrency)";
+
+/// Which boundaries' probes have been sent.
+#[derive(Default)]
+struct Gathered {
+    tokenizer: bool,
+    /// The rest of the probe pass, which the generation config and the server read.
+    rest: bool,
+    server: bool,
 }
 
 /// The online chain's clock: each step's seconds and the requests it sent.

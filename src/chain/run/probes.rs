@@ -380,11 +380,15 @@ impl Online<'_> {
         self.settings.request_text(probe, seed, stream)
     }
 
-    /// The probe pass every boundary reads: the server's introspection routes, each probe's
-    /// requests, the raw reply, the sampling probe and the template's framing. The boundaries'
-    /// own probes (the tokenize route, request fields, `/v1/responses`) are gathered by their
-    /// boundary and handed over by the online driver (`run::online`). Err only when the server
-    /// cannot be reached at all (exit 3).
+    /// The probe pass the checkpoint, tokenizer and template boundaries read: the server's
+    /// introspection routes, each probe's prompt ids (the server's tokenization), its greedy
+    /// replies one after another (the main one with logprobs) and the reference's reply, and the
+    /// template's framing. What only later boundaries read — each probe streamed, under
+    /// another seed and sent concurrently, the raw reply and the sampling probe — is
+    /// [`Online::gather_rest`], which a fail-fast run stopped before them never sends. The
+    /// boundaries' own probes (the tokenize route, request fields, `/v1/responses`) are gathered
+    /// by their boundary and handed over by the online driver (`run::online`). Err only when the
+    /// server cannot be reached at all (exit 3).
     pub async fn gather(&self, probes: &[Probe]) -> Result<Observed> {
         let models = match self.http.get("/v1/models").await {
             Ok(r) => r.json,
@@ -407,18 +411,6 @@ impl Online<'_> {
             let without_logprobs = logprob_budget_spent(&runs, self.settings.max_tokens);
             runs.push(self.run_probe(probe, without_logprobs).await);
         }
-        let raw_reply = match probes.first() {
-            Some(p) => Some(self.raw_reply(p).await),
-            None => None,
-        };
-        let sampling_prompt = self.sampling_prompt();
-        // Skipped (`[server] skip`), the sampling check sends no probe either.
-        let skipped = |check| self.ctx.suite.file.server.skips(check);
-        let sampling = if skipped(checks::GENERATION_SAMPLING_HONOURED) {
-            Vec::new()
-        } else {
-            self.sampling_probe(&sampling_prompt).await
-        };
         let framing = self
             .ctx
             .serving
@@ -432,13 +424,40 @@ impl Online<'_> {
             health_status,
             props,
             runs,
-            raw_reply,
-            sampling,
-            sampling_prompt,
+            raw_reply: None,
+            sampling: Vec::new(),
+            sampling_prompt: self.sampling_prompt(),
             text_ids: ServerTokens::default(),
         })
     }
 
+    /// The rest of the probe pass, read by the generation config's and the server's checks:
+    /// each probe under another seed, streamed and sent concurrently, the first probe's raw
+    /// reply, and the sampling probe. (Sent after every probe's greedy replies, where they were
+    /// once interleaved: each request is judged on its own text and ids, so the order changes
+    /// no verdict.)
+    pub async fn gather_rest(&self, obs: &mut Observed) {
+        for run in &mut obs.runs {
+            self.run_probe_rest(run).await;
+        }
+        obs.raw_reply = match obs.runs.first() {
+            Some(r) => Some(self.raw_reply(&r.probe).await),
+            None => None,
+        };
+        // Skipped (`[server] skip`), the sampling check sends no probe either.
+        if !self
+            .ctx
+            .suite
+            .file
+            .server
+            .skips(checks::GENERATION_SAMPLING_HONOURED)
+        {
+            obs.sampling = self.sampling_probe(&obs.sampling_prompt).await;
+        }
+    }
+
+    /// A probe's requests that its prompt ids and greedy replies need: the server's
+    /// tokenization, the same-seed replies one after another, and the reference's reply.
     async fn run_probe(&self, probe: &Probe, without_logprobs: Option<String>) -> ProbeRun {
         let seed = self.settings.seed;
         let local_ids = self.local_ids(probe);
@@ -462,15 +481,6 @@ impl Online<'_> {
             };
             plain.push(self.http.chat(&req).await);
         }
-        let other_seed = Some(
-            self.http
-                .chat(&self.request_text(probe, seed + 1, false))
-                .await,
-        );
-        let streamed = Some(self.streamed(probe, seed, plain.first()).await);
-        let req = self.request_text(probe, seed, false);
-        let concurrent =
-            join_all((0..self.settings.concurrency.max(2)).map(|_| self.http.chat(&req))).await;
         let reference = match self.reference {
             Some(Reference::Local(r)) => r.chat(&self.request(probe, seed, false)).await.ok(),
             Some(Reference::Recorded(rec)) => self.recorded(rec, probe).map(|p| p.record()),
@@ -494,12 +504,27 @@ impl Online<'_> {
             server_ids,
             server_ids_error,
             plain,
-            other_seed,
-            streamed,
-            concurrent,
+            other_seed: None,
+            streamed: None,
+            concurrent: Vec::new(),
             reference,
             without_logprobs,
         }
+    }
+
+    /// A probe's requests that only later boundaries read: the same request under another
+    /// seed, streamed, and sent concurrently.
+    async fn run_probe_rest(&self, run: &mut ProbeRun) {
+        let (probe, seed) = (&run.probe, self.settings.seed);
+        run.other_seed = Some(
+            self.http
+                .chat(&self.request_text(probe, seed + 1, false))
+                .await,
+        );
+        run.streamed = Some(self.streamed(probe, seed, run.plain.first()).await);
+        let req = self.request_text(probe, seed, false);
+        run.concurrent =
+            join_all((0..self.settings.concurrency.max(2)).map(|_| self.http.chat(&req))).await;
     }
 
     /// The main request streamed: without logprobs, which cost some stacks dearly
