@@ -1008,7 +1008,7 @@ mod real_shape {
 
     /// The checkpoint (seed 0), the base it was "fine-tuned" from (seed 1), an older step (every
     /// weight a tenth of the way back to the base), and Q8_0 / Q4_0 GGUFs of the checkpoint:
-    /// built once beside the stand-in (`target/standins/`), reused by every run.
+    /// built once beside the stand-in (`families::standins_root()`), reused by every run.
     pub struct Models {
         pub trained: PathBuf,
         pub base: PathBuf,

@@ -734,7 +734,7 @@ fn break_copy(
 }
 
 /// Each fault's broken copy of the stand-in: (fault, its folder, how it was made, why the GGUF
-/// could not carry it). Built once beside the stand-in (`target/standins/<stand-in>.faults/`,
+/// could not carry it). Built once beside the stand-in (`<stand-ins>/<stand-in>.faults/`,
 /// renamed into place whole, as the stand-ins are) and served by every server's cell: the copies
 /// are the same files on every server and a cell only reads them, while making one (a copy of
 /// the stand-in and its GGUF rewritten) took seconds on Gemma's 256k vocabulary, once per
@@ -752,8 +752,8 @@ fn broken_copies(fam: &Family, standin: &Path) -> Vec<(Fault, PathBuf, String, O
     let listed = match read(&made) {
         Some(listed) => listed,
         None => {
-            let tmp = tempfile::tempdir_in(standin.parent().expect("target/standins"))
-                .expect("tempdir in target/standins");
+            let tmp = tempfile::tempdir_in(standin.parent().expect("the stand-ins' folder"))
+                .expect("tempdir in the stand-ins' folder");
             let out = tmp.path().join("faults");
             let listed: Vec<(String, Option<String>)> = FAULTS
                 .iter()

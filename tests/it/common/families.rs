@@ -109,9 +109,21 @@ const STANDIN_CODE: &[&str] = &[
     include_str!("../../../src/artifacts/llama_cpp_pre_hashes.tsv"),
 ];
 
+/// Where stand-ins (and what tests derive from them beside them: the family matrix's broken
+/// copies, the catch matrix's real-shape references) are built once and kept: `target/standins`,
+/// or `$CHATGATE_STANDINS`. `.ci/run` points that outside the clone, at a folder named by a hash
+/// of every tracked file that can change what is built there (the library, the tests, the
+/// lockfile, the install scripts), so a second run of the same tree — the landing run after a
+/// fresh-clone run — finds them built, and any change to those files starts an empty folder.
+pub fn standins_root() -> PathBuf {
+    std::env::var_os("CHATGATE_STANDINS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(REPO).join("target/standins"))
+}
+
 impl Family {
     /// A seed-0 stand-in (2 layers, 64 wide) of this family, built once into
-    /// `target/standins/<key>/` and reused by every test and run whose source files and
+    /// `<standins_root>/<key>/` and reused by every test and run whose source files and
     /// stand-in code are the same (the key hashes both). Read it, never change it: tests that
     /// break a stand-in break a copy.
     pub fn standin(&self) -> (PathBuf, chatgate::standin::Built) {
@@ -186,7 +198,7 @@ impl Family {
             h.update(b"real shape");
         }
         let key = hex::encode(&h.finalize()[..8]);
-        let root = Path::new(REPO).join("target/standins");
+        let root = standins_root();
         let dir = root.join(format!("{}-{key}", self.model));
         let marker = dir.join("built.json");
         if let Ok(bytes) = std::fs::read(&marker) {
@@ -197,8 +209,8 @@ impl Family {
         }
         // Built beside, then renamed into place: tests running at once never see half a
         // stand-in, and the one that loses the race uses the winner's.
-        std::fs::create_dir_all(&root).expect("target/standins");
-        let tmp = tempfile::tempdir_in(&root).expect("tempdir in target/standins");
+        std::fs::create_dir_all(&root).expect("the stand-ins' folder");
+        let tmp = tempfile::tempdir_in(&root).expect("tempdir in the stand-ins' folder");
         let out = tmp.path().join("model");
         let built = chatgate::standin::build(&chatgate::standin::Options {
             from: src,
