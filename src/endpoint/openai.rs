@@ -28,6 +28,15 @@ mod pace;
 mod transport;
 
 pub use error::CallError;
+
+/// A non-streamed chat completion's body read as the gate reads a live one (content, reasoning,
+/// tool calls, finish reason, ids, logprobs): for replies captured from a server.
+pub fn chat_record(body: &Value) -> Record {
+    let mut rec = Record::new();
+    parse_chat_reply(body, &mut rec);
+    finish_plain(&mut rec);
+    rec
+}
 use error::*;
 pub use introspect::Introspection;
 use introspect::*;

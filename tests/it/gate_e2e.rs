@@ -676,7 +676,7 @@ async fn an_echoed_api_key_appears_in_no_output() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_fast_stops_at_the_first_broken_boundary_with_the_whole_runs_verdict() {
     use chatgate::serve::Fault;
-    use chatgate::verdict::{Boundary, Severity};
+    use chatgate::verdict::Boundary;
     let ws = Workspace::new();
     let broken = serve_tiny_chat(&[Fault::DropEosStop]).await;
     let whole = gate_smoke(&ws, Some(broken.url())).await;
@@ -694,18 +694,10 @@ async fn fail_fast_stops_at_the_first_broken_boundary_with_the_whole_runs_verdic
     );
     assert_eq!(first_broken(&fast), first);
     // Up to the broken boundary both runs judged the same checks the same way.
-    let upto = |r: &GateReport| -> Vec<(String, Severity)> {
-        let mut v: Vec<_> = r
-            .findings
-            .0
-            .iter()
-            .filter(|f| f.boundary <= Boundary::GenerationConfig)
-            .map(|f| (f.check.id.to_string(), f.severity))
-            .collect();
-        v.sort();
-        v
-    };
-    assert_eq!(upto(&fast), upto(&whole));
+    assert_eq!(
+        judged_upto(&fast, Boundary::GenerationConfig),
+        judged_upto(&whole, Boundary::GenerationConfig)
+    );
     // After it: nothing but the note, which lists what was left out.
     let later: Vec<&str> = fast
         .findings
@@ -755,18 +747,10 @@ async fn fail_fast_stops_at_the_first_broken_boundary_with_the_whole_runs_verdic
     );
     assert_eq!(first_broken(&fast), first);
     assert_eq!(fast.exit_code.code(), whole.exit_code.code());
-    let upto = |r: &GateReport| -> Vec<(String, Severity)> {
-        let mut v: Vec<_> = r
-            .findings
-            .0
-            .iter()
-            .filter(|f| f.boundary <= Boundary::Template)
-            .map(|f| (f.check.id.to_string(), f.severity))
-            .collect();
-        v.sort();
-        v
-    };
-    assert_eq!(upto(&fast), upto(&whole));
+    assert_eq!(
+        judged_upto(&fast, Boundary::Template),
+        judged_upto(&whole, Boundary::Template)
+    );
     assert!(has_step(&whole, REST) && !has_step(&fast, REST));
     assert!(
         sent(&fast) < sent(&whole) / 2,
@@ -788,8 +772,24 @@ async fn fail_fast_stops_at_the_first_broken_boundary_with_the_whole_runs_verdic
         .any(|f| f.check.id == "replay.not-run"));
 }
 
-/// The online chain's step that sends the probe pass's streams, seeds and concurrent copies.
-const REST: &str = "probe pass (streams, seeds, concurrency)";
+// The online chain's step that sends the probe pass's streams, seeds and concurrent copies.
+use chatgate::chain::run::online::REST;
+
+/// Each check at or before `boundary` with its severity, sorted.
+fn judged_upto(
+    r: &GateReport,
+    boundary: chatgate::verdict::Boundary,
+) -> Vec<(String, chatgate::verdict::Severity)> {
+    let mut v: Vec<_> = r
+        .findings
+        .0
+        .iter()
+        .filter(|f| f.boundary <= boundary)
+        .map(|f| (f.check.id.to_string(), f.severity))
+        .collect();
+    v.sort();
+    v
+}
 
 /// Whether the report's online chain has `step`.
 fn has_step(r: &GateReport, step: &str) -> bool {

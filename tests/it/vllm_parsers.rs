@@ -259,22 +259,12 @@ fn vllm_parsers_right_and_missing() {
 #[test]
 fn the_captured_reply_of_another_familys_parser_is_judged_lost() {
     use chatgate::chain::server::tool_calls::{calls_of, Judge, Parse};
-    let root =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/server-replies/vllm-0.32.0");
-    let requests: Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join("requests.json")).expect("requests.json"),
-    )
-    .expect("json");
+    let requests = vllm_capture("requests.json");
     let tools = requests["chat-tools"]["tools"]
         .as_array()
         .expect("tools")
         .clone();
-    let capture: Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join("another-familys-tool-parser/chat-tools.json"))
-            .expect("capture"),
-    )
-    .expect("json");
-    let message = &capture["body"]["choices"][0]["message"];
+    let capture = vllm_capture("another-familys-tool-parser/chat-tools.json");
     let source = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/templates/Qwen-Qwen3.jinja"),
     )
@@ -288,16 +278,7 @@ fn the_captured_reply_of_another_familys_parser_is_judged_lost() {
         chatgate::template::reply::Reader::of(&template, &special, &serde_json::Map::new());
     let written = calls_of(&reader.read(REPLY, &tools).message);
     assert_eq!(written.len(), 2, "the stand-in writes two calls");
-    let mut reply = chatgate::exchange::Record::new();
-    reply.text = message["content"].as_str().unwrap_or_default().to_string();
-    reply.reasoning = message["reasoning"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    reply.tool_calls = message["tool_calls"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let reply = chatgate::endpoint::openai::chat_record(&capture["body"]);
     let judge = Judge {
         reader: &reader,
         tools: &tools,
@@ -306,18 +287,23 @@ fn the_captured_reply_of_another_familys_parser_is_judged_lost() {
     assert!(matches!(parse, Parse::Lost(_)), "{parse:?}");
 }
 
+/// A committed vLLM 0.32.0 capture (tests/fixtures/server-replies/vllm-0.32.0/`path`).
+fn vllm_capture(path: &str) -> Value {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/server-replies/vllm-0.32.0")
+        .join(path);
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+}
+
 /// The committed captures say what the gate saw: each configuration's plain reply to the probe
 /// with tools (tests/fixtures/server-replies/vllm-0.32.0/, written by
 /// scripts/fixtures/capture_server_replies.py against the same stand-in).
 #[test]
 fn the_captured_vllm_replies_show_each_configuration() {
+    let read = |config: &str, request: &str| vllm_capture(&format!("{config}/{request}.json"));
     let root =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/server-replies/vllm-0.32.0");
-    let read = |config: &str, request: &str| -> Value {
-        let text = std::fs::read_to_string(root.join(config).join(format!("{request}.json")))
-            .expect("capture");
-        serde_json::from_str(&text).expect("json")
-    };
     let right = read("right-parsers", "chat-tools");
     assert_eq!(right["status"], 200);
     let m = &right["body"]["choices"][0]["message"];

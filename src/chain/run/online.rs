@@ -108,8 +108,9 @@ pub async fn run(
     })
 }
 
-/// The step that sends the rest of the probe pass ([`Online::gather_rest`]).
-const REST: &str = "probe pass (streams, seeds, concurrency)";
+/// The step that sends the rest of the probe pass ([`Online::gather_rest`]), as the report's
+/// time table names it.
+pub const REST: &str = "probe pass (streams, seeds, concurrency)";
 
 /// Which boundaries' probes have been sent.
 #[derive(Default)]
