@@ -78,6 +78,7 @@ impl ToolParser {
                 .collect(),
             content: reading.message.content.unwrap_or_default(),
             broken: reading.problems.into_iter().map(|p| p.why).collect(),
+            notes: reading.notes,
         }
     }
 }

@@ -76,7 +76,9 @@ fn every_family_reads_to_the_reference_message() {
             "reasoning_content": got["reasoning_content"],
             "tool_calls": calls,
         });
-        if code != 0 || &got_message != want {
+        // A case whose call the reference parser cannot read exits 1 (`exit` in the case).
+        let want_code = case.get("exit").and_then(Value::as_i64).unwrap_or(0) as i32;
+        if code != want_code || &got_message != want {
             wrong.push(format!(
                 "{} (exit {code}; {err})\n  want {want}\n  got  {got_message}\n  read {}",
                 case["name"], got["framing"]["read"]
@@ -146,7 +148,7 @@ fn an_unreadable_call_exits_1_with_where_and_why_and_bad_input_exits_2() {
     assert_eq!(got["tool_calls"], json!([]));
     assert_eq!(got["problems"][0]["at"], 0);
     assert!(
-        err.contains("reply.txt: byte 0: a call that is not a JSON object"),
+        err.contains("reply.txt: byte 0: a call the parser cannot read"),
         "{err}"
     );
 
@@ -226,5 +228,35 @@ fn a_gguf_file_is_read_with_the_template_it_carries() {
         got["framing"]["template"],
         format!("{}#tokenizer.chat_template", gguf.display()),
         "{got}"
+    );
+}
+
+/// The JSON framings' expected messages are vLLM's own: its parser classes, run on each case's
+/// text by scripts/fixtures/vllm_read_replies.py, return them (and still differ where a case
+/// says vLLM's reading is a bug the gate flags).
+#[test]
+fn the_json_cases_are_what_vllm_returns() {
+    let Some(python) = crate::common::vllm::python() else {
+        return;
+    };
+    let out = std::process::Command::new(python)
+        .arg(Path::new(REPO).join("scripts/fixtures/vllm_read_replies.py"))
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("0 case(s) differ"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every JSON framing is covered.
+    let parsers: std::collections::BTreeSet<String> = cases()
+        .iter()
+        .filter_map(|c| c["vllm_parser"].as_str().map(String::from))
+        .collect();
+    assert_eq!(
+        parsers.into_iter().collect::<Vec<_>>(),
+        ["hermes", "llama3_json", "mistral"]
     );
 }

@@ -78,10 +78,12 @@ impl CallFormat {
             strip_content,
             validate_names,
         };
+        // The classic parsers keep the text before the first call as it is; vLLM's chat serving
+        // drops it when it is only whitespace.
         let classic = |vllm| Rules {
             vllm,
             typed: false,
-            strip_content: true,
+            strip_content: false,
             validate_names: false,
         };
         match self {
@@ -186,6 +188,8 @@ pub(crate) struct Scan {
     pub calls: Vec<RawCall>,
     /// Opened calls that cannot be read: (where, why).
     pub broken: Vec<(usize, String)>,
+    /// What the parser did silently (the JSON parsers' quirks, `calls.rs`).
+    pub notes: Vec<String>,
 }
 
 /// The message a correct server returns for the completion.
@@ -351,7 +355,10 @@ impl Reader {
             Some(CallFormat::Json) => self.scan_json(rest),
             Some(f) => scan(f, rest),
         };
-        let mut out = Reading::default();
+        let mut out = Reading {
+            notes: scan.notes,
+            ..Reading::default()
+        };
         for (at, why) in &scan.broken {
             out.problems.push(Problem {
                 at: base + at,
@@ -368,6 +375,8 @@ impl Reader {
         let mut content = scan.before;
         if called && rules.as_ref().is_none_or(|r| r.strip_content) {
             content = content.trim().to_string();
+        } else if called && content.trim().is_empty() {
+            content.clear();
         }
         out.message.content = (!content.is_empty()).then_some(content);
         out
@@ -419,12 +428,6 @@ impl Reader {
                 ..Scan::default()
             };
         };
-        if parsed.calls.is_empty() && parsed.broken.is_empty() {
-            return Scan {
-                before: text.to_string(),
-                ..Scan::default()
-            };
-        }
         let at = self
             .json
             .as_ref()
@@ -432,25 +435,9 @@ impl Reader {
             .filter(|m| !m.is_empty())
             .and_then(|m| text.find(m))
             .unwrap_or(0);
-        if !parsed.broken.is_empty() {
-            // vLLM's JSON parsers (hermes, mistral, llama3_json): a call that does not read
-            // leaves no calls at all, the whole text content.
-            return Scan {
-                before: text.to_string(),
-                broken: parsed
-                    .broken
-                    .into_iter()
-                    .map(|b| {
-                        (
-                            at,
-                            format!("a call that is not a JSON object with a name: {b:?}"),
-                        )
-                    })
-                    .collect(),
-                ..Scan::default()
-            };
-        }
         Scan {
+            // vLLM's JSON parsers fail whole: a call that does not read leaves no calls, and
+            // the content they return then (`calls.rs`).
             before: parsed.content,
             calls: parsed
                 .calls
@@ -463,7 +450,12 @@ impl Reader {
                     cut: false,
                 })
                 .collect(),
-            broken: Vec::new(),
+            broken: parsed
+                .broken
+                .into_iter()
+                .map(|b| (at, format!("a call the parser cannot read: {b}")))
+                .collect(),
+            notes: parsed.notes,
         }
     }
 }
