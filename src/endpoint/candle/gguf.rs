@@ -224,10 +224,12 @@ impl CandleModel {
                 format!("cannot load the GGUF weights: {}", candle_msg(&e)),
             )
         };
-        // Matrices candle can only multiply in scalar code become F32 first (see `widen`).
-        let (ct, mut file): (gguf_file::Content, Box<dyn ReadSeek>) = match arch.as_str() {
-            "gemma2" | "gemma3" => (ct, Box::new(file)),
-            _ => match widen(&ct, &mut file).map_err(cannot)? {
+        // Matrices candle can only multiply in scalar code become F32 first (see `widen`) for
+        // candle's own model; ours take them as Q8_0 integers and block offsets (`int8_tiles.rs`).
+        let quantized_llama = arch == "llama" && LlamaFamily::has_experts_one_by_one(&ct);
+        let (ct, mut file): (gguf_file::Content, Box<dyn ReadSeek>) = match quantized_llama {
+            false => (ct, Box::new(file)),
+            true => match widen(&ct, &mut file).map_err(cannot)? {
                 Some((widened, bytes)) => (widened, Box::new(std::io::Cursor::new(bytes))),
                 None => (ct, Box::new(file)),
             },
@@ -289,32 +291,23 @@ impl<T: std::io::Read + std::io::Seek> ReadSeek for T {}
 
 /// Quantizations candle 0.11.1 multiplies without SIMD on x86-64 (its AVX2 dot products cover
 /// Q4_0, Q8_0 and the K-quants): a Q4_1 SmolLM2-135M decoded at 0.11× llama.cpp's speed and
-/// took 3.2 s to its first token where llama.cpp takes 0.16 (docs/benchmarks.md). As F32 the
-/// same matrices go through candle's gemm: 0.72× llama.cpp's decode, a faster prefill. (Q5_0 is
-/// scalar too; a gemma3 file's Q5_0 matrices are repacked exactly as Q8_0 instead, in
-/// gemma3.rs, and a llama-family Q5_0 file is left as it is for now.)
+/// took 3.2 s to its first token where llama.cpp takes 0.16 (docs/benchmarks.md). For candle's
+/// own `quantized_llama` they are widened to F32 (candle's gemm). chatgate's decoders hold them
+/// as Q8_0 integers plus a block offset instead (`int8_tiles.rs`): widened, decode read 4 bytes
+/// a weight and ran at 0.43× llama.cpp's on SmolLM2-135M Q4_1.
 const SCALAR_ONLY: [GgmlDType; 2] = [GgmlDType::Q4_1, GgmlDType::Q5_1];
 
-/// Where the CPU has no int8 tiles (no VNNI: AVX2-only x86, or `MISTRALRS_FORCE_AVX2=1`), candle
-/// multiplies a Q4_0 or Q8_0 matrix one weight row and one input row at a time
-/// (`int8_tiles.rs`): SmolLM2-135M Q4_0 ran at 0.37× llama.cpp's decode and 0.17× its prefill
-/// on an AVX2-only EPYC, where the widened Q4_1 file of the same weights ran at 0.50× and 0.94×
-/// (docs/benchmarks.md). There they are widened too.
-const UNTILED: [GgmlDType; 2] = [GgmlDType::Q4_0, GgmlDType::Q8_0];
-
-/// The quantizations `widen` turns to F32 on this CPU.
+/// The quantizations `widen` turns to F32 here. (Where the CPU has no int8 tiles, Q4_0 and Q8_0
+/// matrices get an F32 copy beside them instead, for prefill: `int8_tiles.rs`.)
 pub(super) fn widened_here(dtype: GgmlDType) -> bool {
     SCALAR_ONLY.contains(&dtype)
-        || (UNTILED.contains(&dtype) && !super::int8_tiles::cpu_has_int8_tiles())
 }
 
 /// [`widened_here`] for a type as a GGUF names it ("Q4_0"), for the memory estimate.
 pub(super) fn widened_here_named(name: &str) -> bool {
     let dtype = match name {
-        "Q4_0" => GgmlDType::Q4_0,
         "Q4_1" => GgmlDType::Q4_1,
         "Q5_1" => GgmlDType::Q5_1,
-        "Q8_0" => GgmlDType::Q8_0,
         _ => return false,
     };
     widened_here(dtype)

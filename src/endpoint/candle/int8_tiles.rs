@@ -23,7 +23,20 @@
 //!
 //! Elsewhere (no VNNI, other architectures, `MISTRALRS_FORCE_AVX2=1` which makes candle skip its
 //! Q8_0 tiles) a Q5_0 matrix still becomes Q8_0, unpadded: candle's Q5_0 dot product is scalar,
-//! its Q8_0 one uses AVX2.
+//! its Q8_0 one uses AVX2. And a Q4_0 or Q8_0 matrix is held twice there: as it is, for one
+//! input row (decode: one weight row at a time is a matrix-vector product, bound by reading the
+//! weights, and the quantized ones are a seventh of F32's bytes), and widened to F32 for more
+//! (prefill: candle's F32 matrix product is blocked, its quantized one is not). Measured under
+//! `MISTRALRS_FORCE_AVX2=1` on SmolLM2-135M Q4_0 against llama.cpp, one thread each: widened
+//! whole, TTFT 306 ms and TPOT 73 ms; quantized whole, 817 and 37; each where it is fastest is
+//! the pair of the better figures (docs/benchmarks.md). The copies share `MAX_TILED_BYTES`.
+//!
+//! Q4_1 and Q5_1 (a weight is `d·q + m`, q unsigned; candle's dot products for them are scalar)
+//! are held as Q8_0 blocks of `d·(q − c)` (c = 8 or 16: the integers fit a byte) plus an F32
+//! offset `m + c·d` per row and block, which multiplies the input's block sums: the same weights
+//! in a seventh of F32's bytes for decode, and the F32 copy for prefill. They used to be widened
+//! to F32 whole, and decode read 4 bytes a weight (0.43× llama.cpp's throughput on SmolLM2-135M
+//! Q4_1). They stay off the tiles (`copy_bytes` says why).
 use std::borrow::Cow;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
@@ -42,31 +55,60 @@ const TILE_K: usize = 256;
 /// signed bytes).
 const Q4_0_BLOCK: usize = 18;
 const Q5_0_BLOCK: usize = 22;
+/// ggml's `block_q4_1` (f16 scale, f16 minimum, 16 bytes of nibbles) and `block_q5_1` (f16 scale,
+/// f16 minimum, 32 fifth bits, 16 bytes of nibbles): a weight is `d·q + m`, q unsigned.
+const Q4_1_BLOCK: usize = 20;
+const Q5_1_BLOCK: usize = 24;
 const Q8_0_BLOCK: usize = 34;
 
 /// A matrix `[rows, k]` applied as `x · Wᵀ`, with `pad` zero columns appended to `x` first.
 pub(crate) struct Linear {
     matmul: QMatMul,
     pad: usize,
+    /// The same matrix in F32, for inputs of more than one row, where the CPU has no tiles.
+    wide: Option<QMatMul>,
+    /// A Q4_1 or Q5_1 matrix's `m + c·d` per weight row and block of 32 (`[rows, k / 32]`):
+    /// what its Q8_0 form (`d·(q − c)`) leaves out, added as the input's block sums times it.
+    offsets: Option<Tensor>,
 }
 
 impl Module for Linear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        if self.pad == 0 {
-            return self.matmul.forward(x);
+        if let Some(wide) = &self.wide {
+            let k = x.dims().last().copied().unwrap_or(1).max(1);
+            if x.elem_count() / k > 1 {
+                return wide.forward(x);
+            }
         }
         let last = x.rank() - 1;
-        self.matmul.forward(&x.pad_with_zeros(last, 0, self.pad)?)
+        let y = match self.pad {
+            0 => self.matmul.forward(x)?,
+            pad => self.matmul.forward(&x.pad_with_zeros(last, 0, pad)?)?,
+        };
+        let Some(offsets) = &self.offsets else {
+            return Ok(y);
+        };
+        let mut blocks = x.dims().to_vec();
+        let k = blocks[last];
+        blocks[last] = k / 32;
+        blocks.push(32);
+        let sums = x.reshape(blocks)?.sum(last + 1)?;
+        y + sums.broadcast_matmul(&offsets.t()?)?
     }
 }
 
 /// Where a matrix goes: its `(type, rows, k)` and the bytes it would take re-encoded for the
 /// tiles (candle's copy included), or None when it stays as it is.
 pub(crate) fn tiled_bytes(dtype: &str, rows: usize, k: usize) -> Option<u64> {
+    tile_bytes(cpu_has_int8_tiles(), dtype, rows, k)
+}
+
+/// [`tiled_bytes`] on a CPU with (`tiles`) or without the int8 tiles.
+fn tile_bytes(tiles: bool, dtype: &str, rows: usize, k: usize) -> Option<u64> {
     let padded = k.div_ceil(TILE_K) * TILE_K;
     // Padding past half a row again costs more than the tiles give back on the small matrices
     // that have such rows (a 64-wide one would be multiplied 4× over).
-    if !cpu_has_int8_tiles()
+    if !tiles
         || !matches!(dtype, "Q4_0" | "Q5_0" | "Q8_0")
         || rows % TILE_ROWS != 0
         || k % 32 != 0
@@ -77,26 +119,63 @@ pub(crate) fn tiled_bytes(dtype: &str, rows: usize, k: usize) -> Option<u64> {
     Some((rows * padded / 32 * Q8_0_BLOCK) as u64 * 2)
 }
 
+/// The bytes of a matrix's F32 copy for inputs of more than one row (see the module header),
+/// or None where it gets none: a CPU with tiles, another type.
+pub(crate) fn wide_bytes(dtype: &str, rows: usize, k: usize) -> Option<u64> {
+    copy_bytes(cpu_has_int8_tiles(), dtype, rows, k)
+}
+
+/// [`wide_bytes`] on a CPU with (`tiles`) or without the int8 tiles. Q4_1 and Q5_1 get the copy
+/// everywhere: they never go through the tiles, whose input rounding (8 bits per 256 values)
+/// tripled the real SmolLM2-135M Q4_1's drift from llama.cpp (mean |Δ| 0.2 → 0.58 nats against
+/// a q8_0 KV cache, past the same file's bounds); one row at a time candle rounds per 32, as
+/// llama.cpp does for them.
+fn copy_bytes(tiles: bool, dtype: &str, rows: usize, k: usize) -> Option<u64> {
+    let copied = match dtype {
+        "Q4_1" | "Q5_1" => true,
+        "Q4_0" | "Q5_0" | "Q8_0" => !tiles,
+        _ => false,
+    };
+    copied.then_some((rows * k * 4) as u64)
+}
+
 impl Linear {
     /// `t` (`[rows, k]`) ready to multiply: through candle's tiles when it fits `budget` (the
     /// bytes still allowed; what it takes is subtracted), else as it is (Q5_0 as Q8_0).
     pub(crate) fn new(t: QTensor, budget: &mut u64) -> Result<Linear> {
+        Linear::on(t, budget, cpu_has_int8_tiles())
+    }
+
+    /// [`Linear::new`] on a CPU with (`tiles`) or without the int8 tiles.
+    fn on(t: QTensor, budget: &mut u64, tiles: bool) -> Result<Linear> {
         let (rows, k) = t.shape().dims2()?;
         let name = match t.dtype() {
             GgmlDType::Q4_0 => "Q4_0",
             GgmlDType::Q5_0 => "Q5_0",
             GgmlDType::Q8_0 => "Q8_0",
+            GgmlDType::Q4_1 => "Q4_1",
+            GgmlDType::Q5_1 => "Q5_1",
             _ => "other",
         };
-        let tiled = tiled_bytes(name, rows, k).filter(|&b| b <= *budget);
+        let offsets = offsets(&t, rows, k)?;
+        let tiled = tile_bytes(tiles, name, rows, k).filter(|&b| b <= *budget);
         let Some(cost) = tiled else {
+            let wide = match copy_bytes(tiles, name, rows, k).filter(|&b| b <= *budget) {
+                Some(cost) => {
+                    *budget -= cost;
+                    Some(QMatMul::Tensor(t.dequantize(&Device::Cpu)?))
+                }
+                None => None,
+            };
             let t = match t.dtype() {
-                GgmlDType::Q5_0 => as_q8_0(&t, rows, k, k)?,
+                GgmlDType::Q5_0 | GgmlDType::Q4_1 | GgmlDType::Q5_1 => as_q8_0(&t, rows, k, k)?,
                 _ => t,
             };
             return Ok(Linear {
                 matmul: QMatMul::from_qtensor(t)?,
                 pad: 0,
+                wide,
+                offsets,
             });
         };
         *budget -= cost;
@@ -104,6 +183,8 @@ impl Linear {
         Ok(Linear {
             matmul: QMatMul::from_qtensor(as_q8_0(&t, rows, k, padded)?)?,
             pad: padded - k,
+            wide: None,
+            offsets,
         })
     }
 }
@@ -142,6 +223,8 @@ fn as_q8_0(t: &QTensor, rows: usize, k: usize, padded: usize) -> Result<QTensor>
             GgmlDType::Q4_0 => Q4_0_BLOCK,
             GgmlDType::Q5_0 => Q5_0_BLOCK,
             GgmlDType::Q8_0 => Q8_0_BLOCK,
+            GgmlDType::Q4_1 => Q4_1_BLOCK,
+            GgmlDType::Q5_1 => Q5_1_BLOCK,
             other => candle_core::bail!("{other:?} has no Q8_0 form"),
         },
         k / 32,
@@ -164,19 +247,42 @@ fn push_as_q8_0(dtype: GgmlDType, block: &[u8], out: &mut Vec<u8>) {
     let (scale, rest) = block.split_at(2);
     out.extend_from_slice(scale);
     match dtype {
-        GgmlDType::Q4_0 => {
-            out.extend((0..32).map(|j| (nibble(rest, j) as i8 - 8) as u8));
-        }
-        GgmlDType::Q5_0 => {
-            let (qh, qs) = rest.split_at(4);
-            let qh = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
-            out.extend((0..32).map(|j| {
-                let high = (((qh >> j) & 1) as u8) << 4;
-                ((nibble(qs, j) | high) as i8 - 16) as u8
-            }));
-        }
+        GgmlDType::Q4_0 => out.extend((0..32).map(|j| (nibble(rest, j) as i8 - 8) as u8)),
+        GgmlDType::Q5_0 => out.extend(fifth_bit(rest).map(|q| (q as i8 - 16) as u8)),
+        // The minimum (2 bytes) goes to `offsets`.
+        GgmlDType::Q4_1 => out.extend((0..32).map(|j| (nibble(&rest[2..], j) as i8 - 8) as u8)),
+        GgmlDType::Q5_1 => out.extend(fifth_bit(&rest[2..]).map(|q| (q as i8 - 16) as u8)),
         _ => out.extend_from_slice(rest),
     }
+}
+
+/// The 32 unsigned 5-bit integers of a Q5_0 or Q5_1 block after its header: 4 bytes of fifth
+/// bits, then the nibbles.
+fn fifth_bit(rest: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    let (qh, qs) = rest.split_at(4);
+    let qh = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+    (0..32).map(move |j| nibble(qs, j) | ((((qh >> j) & 1) as u8) << 4))
+}
+
+/// A Q4_1 or Q5_1 matrix's `m + c·d` per row and block (c = 8 or 16, what `push_as_q8_0`
+/// subtracts from each integer); None for the other types, which have no minimum.
+fn offsets(t: &QTensor, rows: usize, k: usize) -> Result<Option<Tensor>> {
+    let (block, c) = match t.dtype() {
+        GgmlDType::Q4_1 => (Q4_1_BLOCK, 8.0),
+        GgmlDType::Q5_1 => (Q5_1_BLOCK, 16.0),
+        _ => return Ok(None),
+    };
+    let f16 = |b: &[u8]| half::f16::from_le_bytes([b[0], b[1]]).to_f32();
+    let data = t.data()?;
+    let values: Vec<f32> = data
+        .chunks_exact(block)
+        .map(|b| f16(&b[2..4]) + c * f16(&b[..2]))
+        .collect();
+    Ok(Some(Tensor::from_vec(
+        values,
+        (rows, k / 32),
+        &Device::Cpu,
+    )?))
 }
 
 fn nibble(qs: &[u8], j: usize) -> u8 {
@@ -219,6 +325,85 @@ mod tests {
     }
 
     #[test]
+    fn q4_1_and_q5_1_blocks_are_their_q8_0_integers_plus_the_block_offset() {
+        for dtype in [GgmlDType::Q4_1, GgmlDType::Q5_1] {
+            let t = quantized(dtype, 16, 64);
+            let want = t
+                .dequantize(&Device::Cpu)
+                .unwrap()
+                .to_vec2::<f32>()
+                .unwrap();
+            let q8 = as_q8_0(&t, 16, 64, 64).unwrap();
+            let ints = q8
+                .dequantize(&Device::Cpu)
+                .unwrap()
+                .to_vec2::<f32>()
+                .unwrap();
+            let offsets = offsets(&t, 16, 64)
+                .unwrap()
+                .unwrap()
+                .to_vec2::<f32>()
+                .unwrap();
+            for (r, row) in want.iter().enumerate() {
+                for (j, w) in row.iter().enumerate() {
+                    let got = ints[r][j] + offsets[r][j / 32];
+                    assert!(
+                        (got - w).abs() <= 1e-5 * w.abs().max(1.0),
+                        "{dtype:?} [{r}, {j}]: {got} against {w}"
+                    );
+                }
+            }
+        }
+        assert!(offsets(&quantized(GgmlDType::Q4_0, 16, 64), 16, 64)
+            .unwrap()
+            .is_none());
+    }
+
+    /// `linear` on `x` against the product with its dequantized weights: (largest |Δ|, largest
+    /// |value|).
+    fn against_f32(linear: &Linear, exact: &Tensor, x: &Tensor) -> (f32, f32) {
+        let flat = |t: Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let ours = flat(linear.forward(x).unwrap());
+        let want = flat(x.matmul(&exact.t().unwrap()).unwrap());
+        let worst = ours
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        (worst, want.iter().map(|v| v.abs()).fold(0.0f32, f32::max))
+    }
+
+    #[test]
+    fn q4_1_and_q5_1_matrices_multiply_like_their_weights_every_way() {
+        for dtype in [GgmlDType::Q4_1, GgmlDType::Q5_1] {
+            // 256 long: the tiles' shape, which these never take. (tiles, budget): quantized
+            // only; with the F32 copy, on a CPU without the tiles and with them.
+            for (tiles, budget) in [
+                (false, 0),
+                (false, MAX_TILED_BYTES),
+                (true, MAX_TILED_BYTES),
+            ] {
+                let t = quantized(dtype, 16, 256);
+                let exact = t.dequantize(&Device::Cpu).unwrap();
+                let mut left = budget;
+                let linear = Linear::on(t, &mut left, tiles).unwrap();
+                for rows in [1, 3] {
+                    let x: Vec<f32> = (0..rows * 256)
+                        .map(|i| ((i * 37 % 23) as f32 - 11.0) / 9.0)
+                        .collect();
+                    let x = Tensor::from_vec(x, (rows, 256), &Device::Cpu).unwrap();
+                    let (worst, scale) = against_f32(&linear, &exact, &x);
+                    let copy = budget > 0 && rows > 1;
+                    assert!(
+                        if copy { worst <= 1e-4 * scale } else { worst < 0.02 * scale },
+                        "{dtype:?}, tiles {tiles}, budget {budget}, {rows} rows: {worst} of {scale}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_padded_matrix_multiplies_like_the_original_up_to_input_rounding() {
         let t = quantized(GgmlDType::Q4_0, 32, 576);
         let x: Vec<f32> = (0..3 * 576)
@@ -244,6 +429,53 @@ mod tests {
             assert_eq!(budget, MAX_TILED_BYTES - 2 * (32 * 768 / 32 * 34) as u64);
         } else {
             assert_eq!((linear.pad, budget), (0, MAX_TILED_BYTES));
+        }
+    }
+
+    #[test]
+    fn without_tiles_many_rows_go_through_the_f32_copy_and_one_row_through_the_quantized_one() {
+        for dtype in [GgmlDType::Q4_0, GgmlDType::Q8_0] {
+            let t = quantized(dtype, 32, 64);
+            let exact = t.dequantize(&Device::Cpu).unwrap();
+            let mut budget = MAX_TILED_BYTES;
+            let linear = Linear::on(t, &mut budget, false).unwrap();
+            assert_eq!(
+                MAX_TILED_BYTES - budget,
+                32 * 64 * 4,
+                "{dtype:?}: the copy's bytes"
+            );
+            let x: Vec<f32> = (0..3 * 64)
+                .map(|i| ((i * 31 % 17) as f32 - 8.0) / 7.0)
+                .collect();
+            let x = Tensor::from_vec(x, (3, 64), &Device::Cpu).unwrap();
+            let f32_product = |x: &Tensor| x.matmul(&exact.t().unwrap()).unwrap();
+            let flat = |t: Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            // Three rows: the F32 product, exactly.
+            assert_eq!(
+                flat(linear.forward(&x).unwrap()),
+                flat(f32_product(&x)),
+                "{dtype:?}"
+            );
+            // One row: the quantized kernel, which rounds the input to 8 bits per 32 values.
+            let row = x.narrow(0, 0, 1).unwrap();
+            let (ours, exact) = (flat(linear.forward(&row).unwrap()), flat(f32_product(&row)));
+            let worst = ours
+                .iter()
+                .zip(&exact)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            let scale = exact.iter().map(|v| v.abs()).fold(0.0f32, f32::max);
+            assert!(
+                worst > 0.0 && worst < 0.02 * scale,
+                "{dtype:?}: {worst} of {scale}"
+            );
+            // With the tiles' CPU, or past the budget, no copy is made.
+            let mut none = 0;
+            let kept = Linear::on(quantized(dtype, 32, 64), &mut none, false).unwrap();
+            assert!(kept.wide.is_none());
+            let mut budget = MAX_TILED_BYTES;
+            let tiled = Linear::on(quantized(dtype, 32, 64), &mut budget, true).unwrap();
+            assert!(tiled.wide.is_none());
         }
     }
 

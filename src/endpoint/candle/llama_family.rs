@@ -89,7 +89,7 @@ struct Layer {
 /// What mixes a block's positions: attention, or (LFM2's other blocks) a gated short
 /// convolution.
 enum Mixer {
-    Attention(Attention),
+    Attention(Box<Attention>),
     ShortConv(ShortConv),
 }
 
@@ -372,13 +372,13 @@ impl LlamaFamily {
                             linear(tensor(reader, &name("attn_v"))?)?,
                         ]),
                     };
-                    Mixer::Attention(Attention {
+                    Mixer::Attention(Box::new(Attention {
                         qkv,
                         bias,
                         qk_norm,
                         o: linear(tensor(reader, &name("attn_output"))?)?,
                         cache: None,
-                    })
+                    }))
                 }
             };
             let ffn = match has(&name("ffn_gate_inp")) {

@@ -164,8 +164,7 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
         )
     ) && !moe;
     let mut tile_budget = super::int8_tiles::MAX_TILED_BYTES;
-    // Q4_1 and Q5_1 matrices (and Q4_0 and Q8_0 on a CPU without int8 tiles) are widened to
-    // F32 (candle/gguf.rs `widen`) when they fit its cap: 4 bytes a weight, held twice while
+    // Q4_1 and Q5_1 matrices are widened to F32 (candle/gguf.rs `widen`) when they fit its cap: 4 bytes a weight, held twice while
     // loading.
     let scalar_only =
         |t: &crate::artifacts::GgufTensor| super::gguf::widened_here_named(&t.type_name);
@@ -175,10 +174,9 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
         .filter(|t| scalar_only(t))
         .map(|t| t.elements().saturating_mul(4))
         .sum();
-    let widens = !dequantize_all
-        && info.architecture() != Some("gemma3")
-        && widened > 0
-        && widened <= super::gguf::MAX_WIDENED_BYTES;
+    // Only for candle's own model: ours hold them as Q8_0 integers and block offsets.
+    let widens =
+        !dequantize_all && !tiles && widened > 0 && widened <= super::gguf::MAX_WIDENED_BYTES;
     let (mut bytes, mut parameters) = (0u64, 0u64);
     let mut kinds = std::collections::BTreeSet::new();
     // Elements per quantized type: the one holding most of them names the reference's kind.
@@ -199,22 +197,34 @@ fn gguf_estimate(path: &Path) -> Option<Estimate> {
         if t.name == "token_embd.weight" && !float && !dequantize_all {
             bytes = bytes.saturating_add(f32_bytes);
         }
-        // Q4_0, Q5_0 and Q8_0 matrices are re-encoded for candle's int8 tiles
-        // (candle/int8_tiles.rs) while they fit its cap; the tied output head is one more.
+        // Q4_0, Q5_0, Q8_0, Q4_1 and Q5_1 matrices are re-encoded for candle's int8 tiles
+        // (candle/int8_tiles.rs) while they fit its cap, or, on a CPU without the tiles, get an
+        // F32 copy for prefill; the tied output head is one more.
         if tiles && t.dims.len() == 2 && !t.name.ends_with("norm.weight") {
             let (k, rows) = (t.dims[0] as usize, t.dims[1] as usize);
             let tied_head = t.name == "token_embd.weight"
                 && !info.tensors.iter().any(|o| o.name == "output.weight");
             if t.name != "token_embd.weight" || tied_head {
-                match super::int8_tiles::tiled_bytes(&t.type_name, rows, k) {
+                let name = t.type_name.as_str();
+                // Q4_1 and Q5_1: a minimum per block, kept as an F32 offset.
+                if matches!(name, "Q4_1" | "Q5_1") {
+                    bytes = bytes.saturating_add(elements / 32 * 4);
+                }
+                match super::int8_tiles::tiled_bytes(name, rows, k) {
                     Some(b) if b <= tile_budget => {
                         tile_budget -= b;
                         bytes = bytes.saturating_add(b);
                     }
-                    _ if t.type_name == "Q5_0" => {
-                        bytes = bytes.saturating_add(elements / 32 * 34);
+                    _ => {
+                        if matches!(name, "Q5_0" | "Q4_1" | "Q5_1") {
+                            bytes = bytes.saturating_add(elements / 32 * 34);
+                        }
+                        let wide = super::int8_tiles::wide_bytes(name, rows, k);
+                        if let Some(b) = wide.filter(|&b| b <= tile_budget) {
+                            tile_budget -= b;
+                            bytes = bytes.saturating_add(b);
+                        }
                     }
-                    _ => {}
                 }
             }
         }
