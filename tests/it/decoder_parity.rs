@@ -274,7 +274,7 @@ async fn within_float_noise(
     model: &str,
     prompts: &[(&str, u32)],
 ) {
-    let s = crate::fingerprint_real::drift(theirs, ours, model, prompts).await;
+    let s = crate::fingerprint_real::drift(theirs, ours, model, prompts, 4).await;
     assert!(
         s.mean <= FLOAT_NOISE.0 && s.max <= FLOAT_NOISE.1,
         "in-process {what} is not llama.cpp's on the same F32 file: mean {:.4}, p95 {:.4}, max {:.4} at {}",

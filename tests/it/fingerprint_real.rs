@@ -79,6 +79,8 @@ fn a_requantized_copy_of_real_weights_served_under_the_same_name_is_caught_at_th
     // on every CI server is template_second_day's first day.)
     let long = f["evidence"]["long reply"].as_str().unwrap_or_default();
     assert_judged_within(long, f);
+    // The figures docs/checkpoint-at-scale.md records for the healthy pair.
+    eprintln!("the locked file on llama-cpp-python: {}", f["evidence"]);
     drop(healthy);
 
     // A q8_0 KV cache (llama.cpp#23717 turned output to gibberish after 100–150 tokens): on
@@ -255,7 +257,7 @@ async fn gemma3_in_process_agrees_with_llama_cpp_on_the_same_real_file() {
         (long.as_str(), 4),
     ];
     let bounds = Tolerance::for_quantization(Some("Q4_K")).same_file();
-    let s = drift(&llama.url, &ours.url(), "gemma3", &prompts).await;
+    let s = drift(&llama.url, &ours.url(), "gemma3", &prompts, 4).await;
     assert!(
         s.mean <= bounds.mean && s.quantile <= bounds.quantile,
         "in-process Gemma 3 is not llama.cpp's on the same file: mean {:.3}, p95 {:.3}, max {:.3} at {} ({bounds})",
@@ -273,7 +275,10 @@ async fn gemma3_in_process_agrees_with_llama_cpp_on_the_same_real_file() {
         return;
     };
     let copy = llama_server::start(&py, &requantized, "gemma3", &[]);
-    let r = drift(&copy.url, &ours.url(), "gemma3", &prompts).await;
+    // Its texts may part from ours at the first token (on a Zen 4 EPYC the long prompt's did,
+    // with 3 top tokens shared there): the copy is judged on the prompts pooled.
+    let r = drift(&copy.url, &ours.url(), "gemma3", &prompts, 1).await;
+    assert!(r.tokens >= 12, "too few tokens compared: {}", r.tokens);
     assert!(
         r.mean > bounds.mean || r.quantile > bounds.quantile,
         "a Q4_0 copy of the Q4_K_M checkpoint stays inside the same file's bounds: mean {:.3}, p95 {:.3}, max {:.3} ({bounds})",
@@ -373,12 +378,14 @@ fn past_the_window() -> String {
 }
 
 /// The gaps between the completions of `prompts` (each with its token budget) from two
-/// servers of the same vocabulary, both serving it as `model`, pooled.
+/// servers of the same vocabulary, both serving it as `model`, pooled. Each prompt must give
+/// at least `each` (the pair's texts may part at once where the two are not the same weights).
 pub(crate) async fn drift(
     theirs_url: &str,
     ours_url: &str,
     model: &str,
     prompts: &[(&str, u32)],
+    each: usize,
 ) -> Summary {
     let mut all = Vec::new();
     for &(prompt, n) in prompts {
@@ -395,7 +402,7 @@ pub(crate) async fn drift(
             Summary::of(&g).map(|s| (s.mean, s.quantile, s.max))
         );
         assert!(
-            g.len() >= 4,
+            g.len() >= each,
             "too few shared top tokens to compare ({prompt_tokens}): {theirs}\n{mine}"
         );
         all.extend(g);

@@ -32,9 +32,10 @@
 //! the pair of the better figures (docs/benchmarks.md). The copies share `MAX_TILED_BYTES`.
 //!
 //! Q4_1 and Q5_1 (a weight is `d·q + m`, q unsigned; candle's dot products for them are scalar)
-//! are held as Q8_0 blocks of `d·(q − c)` (c = 8 or 16: the integers fit a byte) plus an F32
-//! offset `m + c·d` per row and block, which multiplies the input's block sums: the same weights
-//! in a seventh of F32's bytes for decode, and the F32 copy for prefill. They used to be widened
+//! are held as Q8_0 blocks of `d·(q − c)` (c = 8 or 16: the integers fit a byte) plus F32
+//! offsets `m` and `c·d` per row and block, which multiply the input's block sums (rounded as
+//! llama.cpp rounds them, so a decoded row is its arithmetic): the same weights in a seventh of
+//! F32's bytes for decode, and the F32 copy for prefill. They used to be widened
 //! to F32 whole, and decode read 4 bytes a weight (0.43× llama.cpp's throughput on SmolLM2-135M
 //! Q4_1). They stay off the tiles (`copy_bytes` says why).
 use std::borrow::Cow;
@@ -67,8 +68,9 @@ pub(crate) struct Linear {
     pad: usize,
     /// The same matrix in F32, for inputs of more than one row, where the CPU has no tiles.
     wide: Option<QMatMul>,
-    /// A Q4_1 or Q5_1 matrix's `m + c·d` per weight row and block of 32 (`[rows, k / 32]`):
-    /// what its Q8_0 form (`d·(q − c)`) leaves out, added as the input's block sums times it.
+    /// A Q4_1 or Q5_1 matrix's minimum `m` per weight row and block of 32, then `c·d` per block
+    /// (`[rows, 2·k / 32]`): what its Q8_0 form (`d·(q − c)`) leaves out, multiplied by the
+    /// input's two block sums ([`rounded_block_sums`]).
     offsets: Option<Tensor>,
 }
 
@@ -88,13 +90,52 @@ impl Module for Linear {
         let Some(offsets) = &self.offsets else {
             return Ok(y);
         };
-        let mut blocks = x.dims().to_vec();
-        let k = blocks[last];
-        blocks[last] = k / 32;
-        blocks.push(32);
-        let sums = x.reshape(blocks)?.sum(last + 1)?;
-        y + sums.broadcast_matmul(&offsets.t()?)?
+        y + rounded_block_sums(x)?.broadcast_matmul(&offsets.t()?)?
     }
+}
+
+/// `x`'s two sums per block of 32 along its last dimension, for a Q4_1 or Q5_1 matrix's offsets,
+/// both of the block as llama.cpp rounds a Q4_1 product's input (ggml's `quantize_row_q8_1`:
+/// scale `d = max|x| / 127`, integers `q = round(x / d)`):
+/// - `s = d·Σq` stored as f16, which llama.cpp multiplies by the block's minimum `m`;
+/// - `f16(d)·Σq`, which the Q8_0 integer part subtracted `c·d_w` times where candle rounds the
+///   input per 32 too: adding it back cancels exactly.
+///
+/// So where candle multiplies row by row, a decoded row is ggml's `vec_dot_q4_1_q8_1`
+/// arithmetic. Through candle's tiles (a Q8_0 matrix whose rows are a multiple of 256 long, on a
+/// CPU with VNNI) the integer part rounds the input per 256 instead, and only the centred part
+/// `d_w·Σ(q − c)·x̂` differs from llama.cpp, as for a Q4_0 matrix there; the sum of the kernel's
+/// own rounding in the second term instead measured worse (0.51 mean nats from llama.cpp on the
+/// real SmolLM2 Q4_1, whose 1,536-long down projections take the tiles): it adds back an
+/// uncentred `c·d_w·Σ(x̂ − x)`. With the exact `Σx` for both terms, each block added
+/// `(m + c·d_w)·(Σx − Σx̂)` on top of llama.cpp's arithmetic.
+fn rounded_block_sums(x: &Tensor) -> Result<Tensor> {
+    let mut shape = x.dims().to_vec();
+    let last = shape.len() - 1;
+    let blocks = shape[last] / 32;
+    shape[last] = 2 * blocks;
+    let values = x.flatten_all()?.to_vec1::<f32>()?;
+    let mut sums = vec![0f32; values.len() / 32 * 2];
+    for (row, out) in values
+        .chunks_exact(blocks * 32)
+        .zip(sums.chunks_exact_mut(2 * blocks))
+    {
+        for (b, block) in row.chunks_exact(32).enumerate() {
+            let d = block.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            let q: f32 = block.iter().map(|v| (v * id).round()).sum();
+            out[b] = half::f16::from_f32(d * q).to_f32();
+            out[blocks + b] = half::f16::from_f32(d).to_f32() * q;
+        }
+    }
+    Tensor::from_vec(sums, shape, x.device())
+}
+
+/// Whether candle multiplies a Q8_0 matrix of `rows × k` through its tiles (`repack_x86::select`),
+/// rounding the input per 256 values: a matrix this module did not pad can have the shape too.
+#[cfg(test)]
+fn candle_tiles(rows: usize, k: usize) -> bool {
+    cpu_has_int8_tiles() && rows % TILE_ROWS == 0 && k % TILE_K == 0
 }
 
 /// Where a matrix goes: its `(type, rows, k)` and the bytes it would take re-encoded for the
@@ -264,8 +305,9 @@ fn fifth_bit(rest: &[u8]) -> impl Iterator<Item = u8> + '_ {
     (0..32).map(move |j| nibble(qs, j) | ((((qh >> j) & 1) as u8) << 4))
 }
 
-/// A Q4_1 or Q5_1 matrix's `m + c·d` per row and block (c = 8 or 16, what `push_as_q8_0`
-/// subtracts from each integer); None for the other types, which have no minimum.
+/// A Q4_1 or Q5_1 matrix's `m` per row and block, then its `c·d` (c = 8 or 16, what
+/// `push_as_q8_0` subtracts from each integer): `[rows, 2·k / 32]`. None for the other types,
+/// which have no minimum.
 fn offsets(t: &QTensor, rows: usize, k: usize) -> Result<Option<Tensor>> {
     let (block, c) = match t.dtype() {
         GgmlDType::Q4_1 => (Q4_1_BLOCK, 8.0),
@@ -274,13 +316,20 @@ fn offsets(t: &QTensor, rows: usize, k: usize) -> Result<Option<Tensor>> {
     };
     let f16 = |b: &[u8]| half::f16::from_le_bytes([b[0], b[1]]).to_f32();
     let data = t.data()?;
-    let values: Vec<f32> = data
-        .chunks_exact(block)
-        .map(|b| f16(&b[2..4]) + c * f16(&b[..2]))
-        .collect();
+    let blocks = k / 32;
+    let mut values = vec![0f32; rows * 2 * blocks];
+    for (row, out) in data
+        .chunks_exact(block * blocks)
+        .zip(values.chunks_exact_mut(2 * blocks))
+    {
+        for (j, b) in row.chunks_exact(block).enumerate() {
+            out[j] = f16(&b[2..4]);
+            out[blocks + j] = c * f16(&b[..2]);
+        }
+    }
     Ok(Some(Tensor::from_vec(
         values,
-        (rows, k / 32),
+        (rows, 2 * blocks),
         &Device::Cpu,
     )?))
 }
@@ -346,7 +395,7 @@ mod tests {
                 .unwrap();
             for (r, row) in want.iter().enumerate() {
                 for (j, w) in row.iter().enumerate() {
-                    let got = ints[r][j] + offsets[r][j / 32];
+                    let got = ints[r][j] + offsets[r][j / 32] + offsets[r][2 + j / 32];
                     assert!(
                         (got - w).abs() <= 1e-5 * w.abs().max(1.0),
                         "{dtype:?} [{r}, {j}]: {got} against {w}"
@@ -399,6 +448,92 @@ mod tests {
                         "{dtype:?}, tiles {tiles}, budget {budget}, {rows} rows: {worst} of {scale}"
                     );
                 }
+            }
+        }
+    }
+
+    /// A Q4_1 row times `x` as ggml multiplies them (`ggml_vec_dot_q4_1_q8_1`, its reference
+    /// loop): per block `d_w·Σ q_w·x̂ + m·s`, x̂ the input as `quantize_row_q8_1` rounds it (per
+    /// 32) and `s` its sum as it keeps it (`d·Σq`, f16). Written `d_w·Σ(q_w − 8)·x̂ + 8·d_w·Σx̂ +
+    /// m·s`, with the centred part's input rounded by `centred` instead.
+    fn q4_1_dot(row: &[u8], x: &[f32], centred: fn(&[f32]) -> Vec<f32>) -> f32 {
+        let f16 = |b: &[u8]| half::f16::from_le_bytes([b[0], b[1]]).to_f32();
+        let (x_hat, x_centred) = (per_32(x), centred(x));
+        row.chunks_exact(Q4_1_BLOCK)
+            .enumerate()
+            .map(|(i, b)| {
+                let xs = &x[i * 32..][..32];
+                let d = xs.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                let q: i32 = xs.iter().map(|v| (v * id).round() as i32).sum();
+                let s = half::f16::from_f32(d * q as f32).to_f32();
+                let centred: f32 = (0..32)
+                    .map(|j| (nibble(&b[4..], j) as f32 - 8.0) * x_centred[i * 32 + j])
+                    .sum();
+                let sum: f32 = x_hat[i * 32..][..32].iter().sum();
+                f16(&b[..2]) * (centred + 8.0 * sum) + f16(&b[2..4]) * s
+            })
+            .sum()
+    }
+
+    /// ggml's `quantize_row_q8_1` per 32 values (as llama.cpp rounds a Q4_1 product's input),
+    /// each value `f16(d)·q`.
+    fn per_32(x: &[f32]) -> Vec<f32> {
+        x.chunks_exact(32)
+            .flat_map(|xs| {
+                let d = xs.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                let d16 = half::f16::from_f32(d).to_f32();
+                xs.iter()
+                    .map(move |v| d16 * (v * id).round())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// ggml's `quantize_row_q8_K` per 256 values (candle's tiles), each value `d·q`.
+    fn per_256(x: &[f32]) -> Vec<f32> {
+        x.chunks_exact(256)
+            .flat_map(|xs| {
+                let max = xs
+                    .iter()
+                    .fold(0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+                let iscale = if max == 0.0 { 0.0 } else { -127.0 / max };
+                let d = if max == 0.0 { 0.0 } else { 1.0 / iscale };
+                xs.iter()
+                    .map(move |v| d * (iscale * v).round().clamp(-128.0, 127.0))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_decoded_q4_1_row_is_multiplied_with_llama_cpp_arithmetic() {
+        // 160 long: candle multiplies row by row everywhere, and the product is llama.cpp's.
+        // 256 long and 16 rows: on a CPU with the int8 tiles candle takes the Q8_0 integers
+        // through them, the input rounded per 256; only the centred part differs from llama.cpp.
+        for k in [160, 256] {
+            let t = quantized(GgmlDType::Q4_1, 16, k);
+            let data = t.data().unwrap().into_owned();
+            let x: Vec<f32> = (0..k)
+                .map(|i| ((i * 37 % 23) as f32 - 11.0) / 9.0 + 0.3)
+                .collect();
+            let tiled = candle_tiles(16, k);
+            assert_eq!(tiled, k == 256 && cpu_has_int8_tiles());
+            let centred = if tiled { per_256 } else { per_32 };
+            let want: Vec<f32> = data
+                .chunks_exact(Q4_1_BLOCK * k / 32)
+                .map(|row| q4_1_dot(row, &x, centred))
+                .collect();
+            let mut budget = 0;
+            let linear = Linear::on(t, &mut budget, false).unwrap();
+            let x = Tensor::from_vec(x, (1, k), &Device::Cpu).unwrap();
+            let got = linear.forward(&x).unwrap().flatten_all().unwrap();
+            for (r, (g, w)) in got.to_vec1::<f32>().unwrap().iter().zip(&want).enumerate() {
+                // f32 and the order of the sums alone: with the input's exact block sums
+                // (before) the 160-long row 0 was 6.900 against ggml's 6.865, 5e-3 off.
+                let close = (g - w).abs() <= 1e-4 * w.abs().max(1.0);
+                assert!(close, "{k} long, row {r}: {g} against ggml's {w}");
             }
         }
     }
