@@ -2,6 +2,8 @@
 `transformers serve` runs; it returns no logprobs), in float32, as JSON in the shape of an
 OpenAI /v1/completions choice: [{"text", "prompt_tokens", "logprobs": {"tokens",
 "top_logprobs"}}]. The prompt is tokenized as the tokenizer does by default (its BOS added).
+Decoding goes on past the end-of-sequence token; the text leaves special tokens out, as a
+server's does (each token's own text keeps them, as in a server's logprobs).
 
 usage: transformers_topk.py MODEL_DIR '[["prompt", max_tokens], ...]'"""
 import json
@@ -29,7 +31,7 @@ for text, n in prompts:
             ids = torch.cat([ids, torch.tensor([[nxt]])], 1)
             chosen.append(nxt)
     out.append({
-        "text": tok.decode(chosen),
+        "text": tok.decode(chosen, skip_special_tokens=True),
         "prompt_tokens": prompt_tokens,
         "logprobs": {"tokens": tokens, "top_logprobs": tops},
     })

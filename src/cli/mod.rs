@@ -208,7 +208,8 @@ generation config, so the whole serving chain — tokenizer, template, special t
 on any CPU in seconds, before a GPU deploy.\n\n\
 From DIR (tokenizer.json required; config.json, tokenizer_config.json, chat_template.jinja, \
 special_tokens_map.json, generation_config.json used when present) it writes OUT with those files copied byte \
-for byte, a tiny config.json (the source's model_type: llama, mistral, qwen2, qwen3, phi3, gemma2 or gemma3_text; another \
+for byte, a tiny config.json (the source's model_type: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, smollm3, \
+granite, olmo2 or glm4; another \
 model_type stands in as the first of these for which transformers picks the same tokenizer class, and the report \
 says so), model.safetensors, and \
 model.gguf — the same weights with the tokenizer metadata llama.cpp's converter writes for the real model \

@@ -64,7 +64,9 @@ pub(super) const COPIED: &[&str] = &[
     "merges.txt",
 ];
 
-/// The architectures a stand-in can have: candle runs them in-process and llama.cpp loads them.
+/// The architectures a stand-in can have: llama.cpp loads them and candle runs them in-process
+/// (the last five from their GGUF only: chatgate runs SmolLM3, Granite, OLMo-2, GLM-4 and LFM2
+/// through its own GGUF decoder, so `standin` searches their replies on the GGUF it writes).
 pub(super) const ARCHITECTURES: &[(&str, &str)] = &[
     ("llama", "LlamaForCausalLM"),
     ("mistral", "MistralForCausalLM"),
@@ -73,6 +75,11 @@ pub(super) const ARCHITECTURES: &[(&str, &str)] = &[
     ("phi3", "Phi3ForCausalLM"),
     ("gemma2", "Gemma2ForCausalLM"),
     ("gemma3_text", "Gemma3ForCausalLM"),
+    ("smollm3", "SmolLM3ForCausalLM"),
+    ("granite", "GraniteForCausalLM"),
+    ("olmo2", "Olmo2ForCausalLM"),
+    ("glm4", "Glm4ForCausalLM"),
+    ("lfm2", "Lfm2ForCausalLM"),
 ];
 
 /// Largest source file read (tokenizer.json of 256k-token vocabularies is ~20 MB).
@@ -642,7 +649,7 @@ pub(super) fn tiny_config(
     );
     c.insert(
         "tie_word_embeddings".into(),
-        json!(model_type.starts_with("gemma")),
+        json!(model_type.starts_with("gemma") || model_type == "lfm2"),
     );
     c.insert("torch_dtype".into(), json!("float32"));
     c.insert("initializer_range".into(), json!(0.02));
@@ -656,6 +663,7 @@ pub(super) fn tiny_config(
     if model_type == "qwen3" || model_type == "phi3" {
         c.insert("attention_bias".into(), json!(false));
     }
+    llama_variant_keys(&mut c, model_type, &src, o.layers, o.hidden / heads);
     if model_type == "phi3" {
         // Phi3Config (and llama.cpp's converter) read the pre-scaling context; a stand-in's
         // rope is unscaled, so both are the context it has.
@@ -716,4 +724,90 @@ fn gemma3_keys(c: &mut Map<String, Value>, src: &Value, head_dim: usize, max_pos
     c.insert("rope_theta".into(), json!(global));
     c.insert("rope_local_base_freq".into(), json!(10_000.0));
     c.insert("rms_norm_eps".into(), json!(1e-6));
+}
+
+/// The keys that make SmolLM3, Granite, OLMo-2, GLM-4 and LFM2 what they are, as their transformers
+/// configs name them and llama.cpp's converters read them; the source's values where it has
+/// them, else each family's released ones.
+fn llama_variant_keys(
+    c: &mut Map<String, Value>,
+    model_type: &str,
+    src: &Value,
+    layers: usize,
+    head_dim: usize,
+) {
+    let same = src["model_type"] == model_type;
+    let kept = |key: &str, default: Value| {
+        src.get(key)
+            .filter(|v| same && !v.is_null())
+            .cloned()
+            .unwrap_or(default)
+    };
+    match model_type {
+        // SmolLM3Config: every fourth layer attends without rotation. llama.cpp fixes that
+        // step for `smollm3` files (`n_no_rope_layer_step = 4`), so the stand-in writes it
+        // whatever the source says, as the list transformers reads (1: rotated).
+        "smollm3" => {
+            let list: Vec<u8> = (0..layers).map(|i| u8::from((i + 1) % 4 != 0)).collect();
+            c.insert("no_rope_layers".into(), json!(list));
+            c.insert("no_rope_layer_interval".into(), json!(4));
+            c.insert("use_sliding_window".into(), json!(false));
+            c.insert("attention_bias".into(), json!(false));
+            c.insert("mlp_bias".into(), json!(false));
+        }
+        // GraniteConfig's four multipliers (Granite 3.x's where the source has none; the
+        // attention's is 1/head_dim there, not 1/sqrt(head_dim)). The converter ignores
+        // head_dim for Granite: the heads are hidden / num_attention_heads wide, as here.
+        "granite" => {
+            c.insert(
+                "embedding_multiplier".into(),
+                kept("embedding_multiplier", json!(12.0)),
+            );
+            c.insert(
+                "residual_multiplier".into(),
+                kept("residual_multiplier", json!(0.22)),
+            );
+            let attention = json!(1.0 / head_dim as f64);
+            c.insert(
+                "attention_multiplier".into(),
+                kept("attention_multiplier", attention),
+            );
+            c.insert("logits_scaling".into(), kept("logits_scaling", json!(8.0)));
+            c.insert("attention_bias".into(), json!(false));
+            c.insert("mlp_bias".into(), json!(false));
+        }
+        "olmo2" => {
+            c.insert("attention_bias".into(), json!(false));
+        }
+        // Lfm2Config: blocks that convolve (a gated short convolution over the last three
+        // positions) between blocks that attend, as the source lays them out (else every
+        // other block from the first), the MLP as wide as written (no auto-adjusting), the
+        // head tied, and `norm_eps` for every norm.
+        "lfm2" => {
+            let source_types = src["layer_types"].as_array().filter(|_| same);
+            let types: Vec<&str> = (0..layers)
+                .map(|i| match source_types.and_then(|t| t.get(i)?.as_str()) {
+                    Some("conv") => "conv",
+                    Some(_) => "full_attention",
+                    None if i % 2 == 0 => "conv",
+                    None => "full_attention",
+                })
+                .collect();
+            c.insert("layer_types".into(), json!(types));
+            c.insert("conv_L_cache".into(), kept("conv_L_cache", json!(3)));
+            c.insert("conv_bias".into(), json!(false));
+            c.insert("block_auto_adjust_ff_dim".into(), json!(false));
+            c.insert("block_ffn_dim_multiplier".into(), json!(1.0));
+            c.insert("block_multiple_of".into(), json!(256));
+            let eps = c.get("rms_norm_eps").cloned().unwrap_or(json!(1e-5));
+            c.insert("norm_eps".into(), kept("norm_eps", eps));
+        }
+        // Glm4Config: half of each head rotated, biases on Q, K and V.
+        "glm4" => {
+            let rotated = kept("partial_rotary_factor", json!(0.5));
+            c.insert("partial_rotary_factor".into(), rotated);
+            c.insert("attention_bias".into(), json!(true));
+        }
+        _ => {}
+    }
 }

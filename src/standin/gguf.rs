@@ -42,14 +42,11 @@ pub fn write(
     let tj: Value = std::fs::read(tokenizer_path)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))?;
-    // The converter's classes: Mistral is written as llama; Qwen2/Qwen3/Phi-3/Gemma-2 keep
-    // theirs.
+    // The converter's classes: Mistral is written as llama; the others keep theirs.
     let architecture = match shape.model_type.as_str() {
-        "qwen2" => "qwen2",
-        "qwen3" => "qwen3",
-        "phi3" => "phi3",
-        "gemma2" => "gemma2",
         "gemma3_text" => "gemma3",
+        t @ ("qwen2" | "qwen3" | "phi3" | "gemma2" | "smollm3" | "granite" | "olmo2" | "glm4"
+        | "lfm2") => t,
         _ => "llama",
     };
     let mut notes = Vec::new();
@@ -64,10 +61,12 @@ pub fn write(
         ));
     }
     let mut meta = hparams(architecture, name, config, shape);
-    // LlamaModel, Phi3MiniModel and Gemma2Model write a SentencePiece vocabulary; Qwen's are
-    // BPE.
-    let sentencepiece =
-        matches!(architecture, "llama" | "phi3" | "gemma2" | "gemma3") && is_sentencepiece_bpe(&tj);
+    // LlamaModel (and SmolLM3Model and GraniteModel, which are LlamaModels), Phi3MiniModel and
+    // Gemma2Model write a SentencePiece vocabulary; Qwen's, OLMo-2's and GLM-4's are BPE.
+    let sentencepiece = matches!(
+        architecture,
+        "llama" | "smollm3" | "granite" | "phi3" | "gemma2" | "gemma3"
+    ) && is_sentencepiece_bpe(&tj);
     let (model, pre) = if sentencepiece {
         meta.extend(spm_vocab(&tj, tokenizer_config, shape.vocab, &mut notes)?);
         ("llama".to_string(), "default".to_string())
@@ -77,6 +76,9 @@ pub fn write(
         ("gpt2".to_string(), pre)
     };
     meta.extend(special_vocab(&tj, tokenizer_config, config));
+    if architecture == "glm4" {
+        glm4_special_tokens(&tj, &mut meta);
+    }
     meta.extend(chat_template(out, tokenizer_config));
     let mut qt = gguf_tensors(tensors, shape, architecture).map_err(|e| e.to_string())?;
     if architecture == "phi3" {
@@ -107,6 +109,11 @@ pub fn write(
 fn hparams(arch: &str, name: &str, config: &Value, s: &Shape) -> Meta {
     use gguf_file::Value as V;
     let f = |k: &str, d: f64| config[k].as_f64().unwrap_or(d) as f32;
+    // (LFM2's config names its norms' epsilon `norm_eps`; the converter writes it as this key.)
+    let rms_eps = config["rms_norm_eps"]
+        .as_f64()
+        .or_else(|| config["norm_eps"].as_f64())
+        .unwrap_or(1e-5) as f32;
     let ctx = config["max_position_embeddings"].as_u64().unwrap_or(2048) as u32;
     let k = |name: &str| format!("{arch}.{name}");
     let mut m: Meta = vec![
@@ -121,24 +128,60 @@ fn hparams(arch: &str, name: &str, config: &Value, s: &Shape) -> Meta {
         (k("feed_forward_length"), V::U32(s.intermediate as u32)),
         (k("attention.head_count"), V::U32(s.heads as u32)),
         (k("attention.head_count_kv"), V::U32(s.kv_heads as u32)),
-        (
-            k("attention.layer_norm_rms_epsilon"),
-            V::F32(f("rms_norm_eps", 1e-5)),
-        ),
+        (k("attention.layer_norm_rms_epsilon"), V::F32(rms_eps)),
     ];
     // Gemma2Model writes no rope base (llama.cpp's default, 10000, is Gemma-2's).
     if arch != "gemma2" {
         m.push((k("rope.freq_base"), V::F32(f("rope_theta", 10000.0))));
     }
     match arch {
-        "llama" => {
+        // LlamaModel.set_gguf_parameters (SmolLM3Model's too).
+        "llama" | "smollm3" => {
             m.push((k("rope.dimension_count"), V::U32(s.head_dim as u32)));
             m.push((k("attention.key_length"), V::U32(s.head_dim as u32)));
             m.push((k("attention.value_length"), V::U32(s.head_dim as u32)));
             m.push((k("vocab_size"), V::U32(s.vocab as u32)));
         }
+        // GraniteModel.set_gguf_parameters: LlamaModel's with head_dim dropped (no key or value
+        // length), and the multipliers renamed to scales.
+        "granite" => {
+            m.push((k("rope.dimension_count"), V::U32(s.head_dim as u32)));
+            m.push((k("vocab_size"), V::U32(s.vocab as u32)));
+            for (key, name) in [
+                ("attention_multiplier", "attention.scale"),
+                ("embedding_multiplier", "embedding_scale"),
+                ("residual_multiplier", "residual_scale"),
+                ("logits_scaling", "logit_scale"),
+            ] {
+                // Written only when set and non-zero, as the converter does.
+                if let Some(v) = config[key].as_f64().filter(|v| *v != 0.0) {
+                    m.push((k(name), V::F32(v as f32)));
+                }
+            }
+        }
+        // Glm4Model.set_gguf_parameters: the rotated part of each head.
+        "glm4" => {
+            m.push((k("attention.key_length"), V::U32(s.head_dim as u32)));
+            m.push((k("attention.value_length"), V::U32(s.head_dim as u32)));
+            let rotated = config["partial_rotary_factor"].as_f64().unwrap_or(0.5);
+            let dims = (s.head_dim as f64 * rotated) as u32;
+            m.push((k("rope.dimension_count"), V::U32(dims)));
+        }
+        // LFM2Model.set_gguf_parameters: KV heads per block (0 where it convolves), the
+        // convolution's taps, the vocabulary's size.
+        "lfm2" => {
+            let per_block = (0..s.layers)
+                .map(|l| V::U32(if s.convolves(l) { 0 } else { s.kv_heads as u32 }))
+                .collect();
+            m.retain(|(key, _)| *key != k("attention.head_count_kv"));
+            m.push((k("attention.head_count_kv"), V::Array(per_block)));
+            m.push((k("shortconv.l_cache"), V::U32(s.conv_taps as u32)));
+            m.push((k("vocab_size"), V::U32(s.vocab as u32)));
+            m.push((k("attention.key_length"), V::U32(s.head_dim as u32)));
+            m.push((k("attention.value_length"), V::U32(s.head_dim as u32)));
+        }
         // TextModel writes key/value_length whenever config.json has head_dim.
-        "qwen3" => {
+        "qwen3" | "olmo2" => {
             m.push((k("attention.key_length"), V::U32(s.head_dim as u32)));
             m.push((k("attention.value_length"), V::U32(s.head_dim as u32)));
         }
@@ -532,6 +575,35 @@ fn special_vocab(tj: &Value, tc: Option<&Value>, config: &Value) -> Meta {
     m
 }
 
+/// Glm4Model.set_vocab: `<|endoftext|>` is the BOS, EOS and unknown token and `<|user|>` ends a
+/// turn (EOT), each set only where the generic special tokens left it unset (gguf-py's
+/// `_set_special_token` keeps a type already set). A vocabulary without them (a stand-in on
+/// another family's tokenizer) keeps the generic ones.
+fn glm4_special_tokens(tj: &Value, meta: &mut Meta) {
+    use gguf_file::Value as V;
+    let id_of = |content: &str| {
+        tj["added_tokens"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["content"] == content)
+            .and_then(|t| t["id"].as_u64())
+    };
+    for (key, content) in [
+        ("tokenizer.ggml.eos_token_id", "<|endoftext|>"),
+        ("tokenizer.ggml.eot_token_id", "<|user|>"),
+        ("tokenizer.ggml.unknown_token_id", "<|endoftext|>"),
+        ("tokenizer.ggml.bos_token_id", "<|endoftext|>"),
+    ] {
+        if meta.iter().any(|(k, _)| k == key) {
+            continue;
+        }
+        if let Some(id) = id_of(content) {
+            meta.push((key.into(), V::U32(id as u32)));
+        }
+    }
+}
+
 /// (add_bos, add_eos) a `TemplateProcessing` post-processor implies (also inside `Sequence`).
 fn post_processor_adds(
     pp: &Value,
@@ -638,8 +710,12 @@ fn gguf_tensors(
     s: &Shape,
     architecture: &str,
 ) -> candle_core::Result<Vec<(String, QTensor)>> {
-    let permute = architecture == "llama";
+    // LlamaModel.permute (SmolLM3Model and GraniteModel inherit it): HF's rotate-half pairs
+    // to ggml's adjacent ones. OLMo-2 rotates NEOX pairs in llama.cpp too, and GLM-4 already
+    // pairs adjacent values in transformers.
+    let permute = matches!(architecture, "llama" | "smollm3" | "granite");
     let gemma = matches!(architecture, "gemma2" | "gemma3");
+    let post_norms = gemma || architecture == "olmo2";
     let mut names: Vec<(String, String)> = vec![
         (
             "model.embed_tokens.weight".into(),
@@ -647,11 +723,16 @@ fn gguf_tensors(
         ),
         ("model.norm.weight".into(), "output_norm.weight".into()),
         ("lm_head.weight".into(), "output.weight".into()),
+        // LFM2's last norm.
+        (
+            "model.embedding_norm.weight".into(),
+            "token_embd_norm.weight".into(),
+        ),
     ];
     for l in 0..s.layers {
-        // Gemma-2 norms the attention output (post_attention_norm) and has its own pre- and
-        // post-MLP norms; llama's post_attention_layernorm is the pre-MLP norm.
-        let post_attention = if gemma {
+        // Gemma-2 and OLMo-2 norm the attention output (post_attention_norm), with their own
+        // MLP norms; llama's post_attention_layernorm (and GLM-4's) is the pre-MLP norm.
+        let post_attention = if post_norms {
             "post_attention_norm.weight"
         } else {
             "ffn_norm.weight"
@@ -673,6 +754,24 @@ fn gguf_tensors(
             ("self_attn.k_norm.weight", "attn_k_norm.weight"),
             ("self_attn.qkv_proj.weight", "attn_qkv.weight"),
             ("mlp.gate_up_proj.weight", "ffn_up.weight"),
+            // GLM-4's norms after attention and the MLP.
+            (
+                "post_self_attn_layernorm.weight",
+                "post_attention_norm.weight",
+            ),
+            ("post_mlp_layernorm.weight", "post_ffw_norm.weight"),
+            // LFM2: its blocks' operator (attention or convolution) and MLP.
+            ("operator_norm.weight", "attn_norm.weight"),
+            ("ffn_norm.weight", "ffn_norm.weight"),
+            ("self_attn.out_proj.weight", "attn_output.weight"),
+            ("self_attn.q_layernorm.weight", "attn_q_norm.weight"),
+            ("self_attn.k_layernorm.weight", "attn_k_norm.weight"),
+            ("conv.in_proj.weight", "shortconv.in_proj.weight"),
+            ("conv.conv.weight", "shortconv.conv.weight"),
+            ("conv.out_proj.weight", "shortconv.out_proj.weight"),
+            ("feed_forward.w1.weight", "ffn_gate.weight"),
+            ("feed_forward.w3.weight", "ffn_up.weight"),
+            ("feed_forward.w2.weight", "ffn_down.weight"),
         ];
         if s.qkv_bias() {
             pairs.extend([
@@ -694,6 +793,9 @@ fn gguf_tensors(
             w = permute_qk(&w, s.heads)?;
         } else if permute && gg.ends_with("attn_k.weight") {
             w = permute_qk(&w, s.kv_heads)?;
+        } else if gg.ends_with("shortconv.conv.weight") {
+            // LFM2Model.modify_tensors: the convolution as a matrix (channels × taps).
+            w = w.squeeze(1)?;
         } else if gemma && gg.ends_with("norm.weight") {
             // Gemma2Model/Gemma3Model.modify_tensors: llama.cpp multiplies by the weight
             // itself (every norm, Gemma 3's per-head Q and K norms too).

@@ -68,7 +68,7 @@ pub fn scripted(
         Tensor::zeros((shape.vocab, shape.hidden), DType::F32, &Device::Cpu).map_err(c)?;
     tensors.insert("lm_head.weight".into(), zero_head);
     save(&o.out, &tensors, shape.dtype)?;
-    let (term_id, term_text) = turn_terminator(&o.out)?.ok_or_else(|| {
+    let (term_id, term_text) = turn_terminator(&o.out, tokenizer)?.ok_or_else(|| {
         Error::input("a scripted reply ends with the template's turn terminator, and the template writes none after an assistant turn")
     })?;
     let starts = prompt_ends(&o.out)?;

@@ -39,6 +39,10 @@ pub struct Shape {
     /// The dtype the weights are written in (config.json's `torch_dtype`: F32, or BF16 for a
     /// real-shape stand-in).
     pub dtype: DType,
+    /// LFM2's blocks that convolve instead of attending (config.json's `layer_types`), and
+    /// how many positions the convolution reads (`conv_L_cache`).
+    pub convolves: Vec<bool>,
+    pub conv_taps: usize,
 }
 
 impl Shape {
@@ -63,7 +67,19 @@ impl Shape {
                 Some("bfloat16") => DType::BF16,
                 _ => DType::F32,
             },
+            convolves: c["layer_types"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| t == "conv")
+                .collect(),
+            conv_taps: n("conv_L_cache").max(1),
         }
+    }
+
+    /// Whether block `l` convolves (LFM2).
+    pub fn convolves(&self, l: usize) -> bool {
+        self.convolves.get(l).copied().unwrap_or(false)
     }
 
     /// Gemma-2 and Gemma 3: norms that multiply by 1 + w, and a tied head.
@@ -71,9 +87,9 @@ impl Shape {
         matches!(self.model_type.as_str(), "gemma2" | "gemma3_text")
     }
 
-    /// Qwen2 has biases on q, k and v.
+    /// Qwen2 and GLM-4 have biases on q, k and v.
     pub fn qkv_bias(&self) -> bool {
-        self.model_type == "qwen2"
+        matches!(self.model_type.as_str(), "qwen2" | "glm4")
     }
 
     /// The output head is the embedding matrix: Gemma-2's always, and any config that says so
@@ -150,7 +166,7 @@ pub fn build(o: &Options, shape: &Shape, tokenizer: &tokenizers::Tokenizer) -> R
     // Write once without a terminator to find it (it needs the tokenizer and template).
     tensors.insert(head_name.into(), masked.clone());
     save(&o.out, &tensors, shape.dtype)?;
-    let terminator = turn_terminator(&o.out)?;
+    let terminator = turn_terminator(&o.out, tokenizer)?;
     if o.real_shape {
         // At a real size every reply of the search costs seconds a token on a CPU; a model of
         // the real one's cost need not end its replies (they end at max_tokens).
@@ -177,7 +193,7 @@ pub fn build(o: &Options, shape: &Shape, tokenizer: &tokenizers::Tokenizer) -> R
         let t = with_row(&masked, term_id as usize, &(&row * s as f64).map_err(c)?)?;
         tensors.insert(head_name.into(), t);
         save(&o.out, &tensors, shape.dtype)?;
-        let ending = replies_ending(&o.out, term_id)?;
+        let ending = replies_ending(&o.out, shape, term_id)?;
         let target = PROMPTS.len() / 2;
         let better = best.is_none_or(|(_, e)| ending.abs_diff(target) < e.abs_diff(target));
         if better {
@@ -225,6 +241,15 @@ fn ones(n: usize) -> Result<Tensor> {
     Tensor::ones(n, DType::F32, &Device::Cpu).map_err(c)
 }
 
+/// Norm weights near 1 and each its own (1 + 0.3 sin(i + phase)): drawn from no generator, so
+/// the random weights of every architecture stay those of one seed.
+fn near_one(n: usize, phase: f32) -> Result<Tensor> {
+    let w: Vec<f32> = (0..n)
+        .map(|i| 1.0 + 0.3 * (i as f32 + phase).sin())
+        .collect();
+    Tensor::from_vec(w, n, &Device::Cpu).map_err(c)
+}
+
 fn filled(n: usize, v: f32) -> Result<Tensor> {
     Tensor::full(v, n, &Device::Cpu).map_err(c)
 }
@@ -245,6 +270,10 @@ pub(super) fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<St
         let p = format!("model.layers.{l}");
         let q = s.heads * s.head_dim;
         let kv = s.kv_heads * s.head_dim;
+        if s.model_type == "lfm2" {
+            t.extend(lfm2_block(s, rng, &p, l)?);
+            continue;
+        }
         if gemma {
             // Gemma's RMSNorm multiplies by 1 + w. The tied head scores every token by its
             // likeness to the last hidden state, which starts as the input token's own
@@ -266,9 +295,28 @@ pub(super) fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<St
                 format!("{p}.post_feedforward_layernorm.weight"),
                 filled(h, (2.0 * root - 1.0) as f32)?,
             );
+        } else if s.model_type == "olmo2" {
+            // OLMo-2 norms what attention and the MLP return, not what they read. Weights near
+            // 1, each its own, so a norm read at another place moves the logits.
+            t.insert(
+                format!("{p}.post_attention_layernorm.weight"),
+                near_one(h, 1.0)?,
+            );
+            t.insert(
+                format!("{p}.post_feedforward_layernorm.weight"),
+                near_one(h, 2.0)?,
+            );
         } else {
             t.insert(format!("{p}.input_layernorm.weight"), ones(h)?);
             t.insert(format!("{p}.post_attention_layernorm.weight"), ones(h)?);
+            if s.model_type == "glm4" {
+                // GLM-4 norms both again before the residual add.
+                t.insert(
+                    format!("{p}.post_self_attn_layernorm.weight"),
+                    near_one(h, 1.0)?,
+                );
+                t.insert(format!("{p}.post_mlp_layernorm.weight"), near_one(h, 2.0)?);
+            }
         }
         // Drawn in the same order for every architecture (q, k, v, o, biases, gate, up,
         // down), so the architectures of one seed share their numbers; Phi-3 fuses them.
@@ -303,6 +351,11 @@ pub(super) fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<St
             t.insert(format!("{p}.mlp.gate_up_proj.weight"), gate_up);
             continue;
         }
+        if s.model_type == "olmo2" {
+            // OLMo-2 norms Q and K across all heads at once (as wide as the projections).
+            t.insert(format!("{p}.self_attn.q_norm.weight"), near_one(q, 3.0)?);
+            t.insert(format!("{p}.self_attn.k_norm.weight"), near_one(kv, 4.0)?);
+        }
         t.insert(format!("{p}.self_attn.q_proj.weight"), wq);
         t.insert(format!("{p}.self_attn.k_proj.weight"), wk);
         t.insert(format!("{p}.self_attn.v_proj.weight"), wv);
@@ -321,13 +374,82 @@ pub(super) fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<St
                 filled(s.head_dim, 0.0)?,
             );
         }
+        if s.model_type == "glm4" {
+            // Glm4MLP, as Phi-3's: gate_up_proj's output is (gate, up).
+            let gate_up = Tensor::cat(&[&gate, &up], 0).map_err(c)?;
+            t.insert(format!("{p}.mlp.gate_up_proj.weight"), gate_up);
+            continue;
+        }
         t.insert(format!("{p}.mlp.gate_proj.weight"), gate);
         t.insert(format!("{p}.mlp.up_proj.weight"), up);
     }
     let norm = if gemma { filled(h, 0.0)? } else { ones(h)? };
-    t.insert("model.norm.weight".to_string(), norm);
+    // (LFM2 names its last norm after the embedding it mirrors.)
+    let last = if s.model_type == "lfm2" {
+        "model.embedding_norm.weight"
+    } else {
+        "model.norm.weight"
+    };
+    t.insert(last.to_string(), norm);
     // Consume one draw so a later change of the head's size does not shift the body.
     let _: u32 = rng.random();
+    Ok(t)
+}
+
+/// One LFM2 block: its operator (attention with per-head Q and K norms, or the gated short
+/// convolution: `in_proj` gives B, C and x, the output is C · conv(B · x)), then the MLP
+/// (`w1` the gate, `w3` the up, `w2` the down projection). The attention and MLP weights are drawn
+/// as every architecture draws them; a convolving block draws its own after them.
+fn lfm2_block(
+    s: &Shape,
+    rng: &mut rand::rngs::StdRng,
+    p: &str,
+    l: usize,
+) -> Result<HashMap<String, Tensor>> {
+    let mut t = HashMap::new();
+    let h = s.hidden;
+    let (q, kv) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
+    let attn = 1.0 / (h as f32).sqrt();
+    let mlp = 0.5 / (h as f32).sqrt();
+    t.insert(format!("{p}.operator_norm.weight"), ones(h)?);
+    t.insert(format!("{p}.ffn_norm.weight"), near_one(h, 1.0)?);
+    let wq = random(rng, &[q, h], attn * 2.0)?;
+    let wk = random(rng, &[kv, h], attn * 2.0)?;
+    let wv = random(rng, &[kv, h], attn)?;
+    let wo = random(rng, &[h, q], attn)?;
+    t.insert(
+        format!("{p}.feed_forward.w1.weight"),
+        random(rng, &[s.intermediate, h], mlp)?,
+    );
+    t.insert(
+        format!("{p}.feed_forward.w3.weight"),
+        random(rng, &[s.intermediate, h], mlp)?,
+    );
+    t.insert(
+        format!("{p}.feed_forward.w2.weight"),
+        random(rng, &[h, s.intermediate], mlp)?,
+    );
+    if s.convolves(l) {
+        // B, C and x drawn as Q and K are; `conv_L_cache` taps a channel.
+        let in_proj = random(rng, &[3 * h, h], attn * 2.0)?;
+        let taps = random(rng, &[h, 1, s.conv_taps], 0.6)?;
+        t.insert(format!("{p}.conv.in_proj.weight"), in_proj);
+        t.insert(format!("{p}.conv.conv.weight"), taps);
+        t.insert(format!("{p}.conv.out_proj.weight"), wo);
+        return Ok(t);
+    }
+    t.insert(format!("{p}.self_attn.q_proj.weight"), wq);
+    t.insert(format!("{p}.self_attn.k_proj.weight"), wk);
+    t.insert(format!("{p}.self_attn.v_proj.weight"), wv);
+    t.insert(format!("{p}.self_attn.out_proj.weight"), wo);
+    t.insert(
+        format!("{p}.self_attn.q_layernorm.weight"),
+        near_one(s.head_dim, 2.0)?,
+    );
+    t.insert(
+        format!("{p}.self_attn.k_layernorm.weight"),
+        near_one(s.head_dim, 3.0)?,
+    );
     Ok(t)
 }
 
@@ -400,35 +522,64 @@ fn word_tokens(tokenizer: &tokenizers::Tokenizer, vocab: usize, tied: bool) -> V
     ids
 }
 
-/// The first special token the template writes after an assistant message's content.
-pub(super) fn turn_terminator(dir: &std::path::Path) -> Result<Option<(u32, String)>> {
-    let m = CandleModel::load(dir)?;
+/// The first special token the template writes after an assistant message's content. Read
+/// from the folder's template and tokenizer alone (no weights are loaded: the search needs it
+/// before the weights are final, and a real-shape stand-in is large).
+pub(super) fn turn_terminator(
+    dir: &std::path::Path,
+    tokenizer: &tokenizers::Tokenizer,
+) -> Result<Option<(u32, String)>> {
+    use crate::template::{ChatTemplate, RenderRequest};
+    let model = crate::artifacts::ModelDir::open(dir)?;
+    let Some(source) = model.templates.select(false) else {
+        return Ok(None);
+    };
+    let Ok(template) = ChatTemplate::new(&source.text) else {
+        return Ok(None);
+    };
     let marker = "standinmarker";
-    let chat = [
+    let chat = vec![
         json!({"role": "user", "content": "Hi"}),
         json!({"role": "assistant", "content": marker}),
     ];
-    let Ok((text, _)) = m.render_chat(&chat, None, false) else {
+    let Ok(rendered) = template.render(&RenderRequest {
+        messages: chat,
+        special_tokens: model.special_tokens(),
+        ..Default::default()
+    }) else {
         return Ok(None);
     };
-    let Some(at) = text.find(marker) else {
+    let Some(at) = rendered.text.find(marker) else {
         return Ok(None);
     };
-    let after = &text[at + marker.len()..];
-    let ids = m.encode(after)?;
-    let added = m.tokenizer().get_added_tokens_decoder();
-    Ok(ids.into_iter().find_map(|id| {
+    let after = &rendered.text[at + marker.len()..];
+    let ids = tokenizer
+        .encode(after, false)
+        .map_err(|e| Error::input(format!("cannot tokenize the template's turn end: {e}")))?;
+    let added = tokenizer.get_added_tokens_decoder();
+    Ok(ids.get_ids().iter().find_map(|id| {
         added
-            .get(&id)
+            .get(id)
             .filter(|t| t.special)
-            .map(|t| (id, t.content.clone()))
+            .map(|t| (*id, t.content.clone()))
     }))
+}
+
+/// The stand-in in `dir` as candle runs it: the HF folder, or — for an architecture candle runs
+/// from GGUF only — model.gguf, written again from the folder's weights as they are now.
+pub(super) fn runnable(dir: &std::path::Path, shape: &Shape) -> Result<CandleModel> {
+    use crate::endpoint::candle::HF_MODEL_TYPES;
+    if HF_MODEL_TYPES.contains(&shape.model_type.as_str()) {
+        return CandleModel::load(dir);
+    }
+    super::rewrite_gguf(dir)?;
+    CandleModel::load(&dir.join("model.gguf"))
 }
 
 /// How many greedy replies to `PROMPTS` end with `term` within `REPLY_TOKENS`, after at least
 /// one word.
-fn replies_ending(dir: &std::path::Path, term: u32) -> Result<usize> {
-    let mut m = CandleModel::load(dir)?;
+fn replies_ending(dir: &std::path::Path, shape: &Shape, term: u32) -> Result<usize> {
+    let mut m = runnable(dir, shape)?;
     let mut n = 0;
     for p in PROMPTS {
         let (_, ids) = m.render_chat(&[json!({"role": "user", "content": p})], None, true)?;

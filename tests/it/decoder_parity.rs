@@ -10,8 +10,9 @@
 //! Phi-3 (`phi3` GGUFs: fused QKV and gate-up matrices, part of each head rotated, LongRoPE)
 //! had no quantized model of candle's to compare with that runs it right, so its float GGUF is
 //! held to candle-transformers' `phi3` on the stand-in's own safetensors, and its LongRoPE file
-//! to real llama.cpp (llama-cpp-python) on the same GGUF; so are SmolLM3 and Granite files
-//! (candle has no quantized model of either). The real-weights comparisons against llama.cpp
+//! to real llama.cpp (llama-cpp-python) on the same GGUF; SmolLM3, Granite, OLMo-2 and GLM-4
+//! stand-ins (candle has no quantized model of them) to llama.cpp on their GGUF and to
+//! transformers on their safetensors. The real-weights comparisons against llama.cpp
 //! are tests/it/fingerprint_real.rs.
 use std::path::{Path, PathBuf};
 
@@ -396,9 +397,8 @@ async fn a_long_rope_phi3_gguf_in_process_agrees_with_llama_cpp() {
 type Retensor = fn(&str, QTensor) -> Vec<(String, QTensor)>;
 
 /// `src` with its architecture renamed to `arch` (`general.architecture` and every `llama.` key),
-/// `extra` keys added and each tensor through `retensor`. SmolLM3's and Granite's converters are
-/// llama.cpp's `LlamaModel` (Q and K rows permuted, the same tensor names), so a llama stand-in
-/// relabelled is what they write for such a checkpoint.
+/// `extra` keys added and each tensor through `retensor`: for architectures whose converter
+/// writes a llama file's layout with other keys (Mistral 3, YaRN), and files broken on purpose.
 fn relabel(
     src: &Path,
     dst: &Path,
@@ -448,94 +448,11 @@ fn unchanged(name: &str, t: QTensor) -> Vec<(String, QTensor)> {
     vec![(name.to_string(), t)]
 }
 
-/// OLMo-2's tensors from a llama file's: its pre-norms become post-norms, and each block gets
-/// Q and K norms as wide as the projections (weights near 1, each one different).
-fn olmo2_tensors(name: &str, t: QTensor) -> Vec<(String, QTensor)> {
-    let ramp = |rows: usize| {
-        let w: Vec<f32> = (0..rows).map(|i| 1.0 + 0.3 * (i as f32).sin()).collect();
-        let w = Tensor::from_vec(w, rows, &Device::Cpu).unwrap();
-        QTensor::quantize(&w, GgmlDType::F32).unwrap()
-    };
-    let block = name.rsplit_once(".attn_").map(|(b, _)| b.to_string());
-    match name {
-        n if n.ends_with(".attn_norm.weight") => {
-            vec![(n.replace(".attn_norm.", ".post_attention_norm."), t)]
-        }
-        n if n.ends_with(".ffn_norm.weight") => {
-            vec![(n.replace(".ffn_norm.", ".post_ffw_norm."), t)]
-        }
-        n if n.ends_with(".attn_q.weight") || n.ends_with(".attn_k.weight") => {
-            let which = if n.ends_with(".attn_q.weight") {
-                "q"
-            } else {
-                "k"
-            };
-            let rows = t.shape().dims()[0];
-            let norm = format!("{}.attn_{which}_norm.weight", block.unwrap());
-            vec![(n.to_string(), t), (norm, ramp(rows))]
-        }
-        n => unchanged(n, t),
-    }
-}
-
-/// GLM-4's tensors from a llama file's: norms after attention and the MLP besides the ones
-/// before (weights near 1, each one different); [`fuse_gate_up`] then fuses its MLP.
-fn glm4_tensors(name: &str, t: QTensor) -> Vec<(String, QTensor)> {
-    let post = |n: &str, rows: usize| {
-        let w: Vec<f32> = (0..rows).map(|i| 1.0 + 0.3 * (i as f32).cos()).collect();
-        (n.to_string(), f32_tensor(w, &[rows]))
-    };
-    let rows = t.shape().dims()[0];
-    match name {
-        n if n.ends_with(".attn_norm.weight") => {
-            let p = post(&n.replace(".attn_norm.", ".post_attention_norm."), rows);
-            vec![(n.to_string(), t), p]
-        }
-        n if n.ends_with(".ffn_norm.weight") => {
-            let p = post(&n.replace(".ffn_norm.", ".post_ffw_norm."), rows);
-            vec![(n.to_string(), t), p]
-        }
-        n => unchanged(n, t),
-    }
-}
-
-/// `gguf` with each block's `ffn_gate` and `ffn_up` fused into one `ffn_up`, gate rows first,
-/// as GLM-4's converter writes HF's `gate_up_proj` (and Phi-3's its `gate_up_proj`).
-fn fuse_gate_up(gguf: &Path) {
-    let mut parts = GgufParts::read(gguf).unwrap();
-    let mut gates = std::collections::HashMap::new();
-    for (name, t) in &parts.tensors {
-        if let Some(block) = name.strip_suffix(".ffn_gate.weight") {
-            gates.insert(block.to_string(), t.dequantize(&Device::Cpu).unwrap());
-        }
-    }
-    parts.tensors = std::mem::take(&mut parts.tensors)
-        .into_iter()
-        .filter(|(name, _)| !name.ends_with(".ffn_gate.weight"))
-        .map(|(name, t)| match name.strip_suffix(".ffn_up.weight") {
-            Some(block) => {
-                let up = t.dequantize(&Device::Cpu).unwrap();
-                let both = Tensor::cat(&[&gates[block], &up], 0).unwrap();
-                (name, QTensor::quantize(&both, GgmlDType::F32).unwrap())
-            }
-            None => (name, t),
-        })
-        .collect();
-    parts.write(gguf).unwrap();
-}
-
-/// Llama with YaRN, Mistral 3 (Llama's graph, YaRN whose magnitude its graph cancels), GLM-4
-/// (norms before and after, gate and up fused, half-head NORM rotation), SmolLM3 (Llama with every fourth layer unrotated), Granite (Llama with embedding, residual,
-/// attention and logit multipliers) and OLMo-2 (norms after attention and the MLP instead of
-/// before, Q and K normed across heads, NEOX rotation) in `chatgate serve`, against
-/// llama-cpp-python on the same F32 GGUF: a four-layer TinyLlama stand-in relabelled as each
-/// (for OLMo-2 its pre-norms moved after, Q and K norms added). Float noise only is
-/// allowed, as for Phi-3 above. Measured: smollm3 0.007 and 0.006 mean nats on the two
-/// prompts, 0.044 at most; granite 0.00001; olmo2 0.003 and 0.002, 0.011 at most. Rotating
-/// every fourth layer anyway drifts 1.5 and 1.7 mean, Granite without its multipliers 3.7, and
-/// OLMo-2 with NORM pairs or without its post-norms fails too.
+/// Llama with YaRN and Mistral 3 (Llama's graph, YaRN whose magnitude its graph cancels) in
+/// `chatgate serve`, against llama-cpp-python on the same F32 GGUF: a four-layer TinyLlama
+/// stand-in relabelled as each. Float noise only is allowed, as for Phi-3 above.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn yarn_mistral3_glm4_smollm3_granite_and_olmo2_ggufs_in_process_agree_with_llama_cpp() {
+async fn yarn_and_mistral3_ggufs_in_process_agree_with_llama_cpp() {
     let Some(py) = llama_server::python() else {
         return;
     };
@@ -543,7 +460,6 @@ async fn yarn_mistral3_glm4_smollm3_granite_and_olmo2_ggufs_in_process_agree_wit
     let built = standin_of(&CASES[0].0, &dir.path().join("llama"), 11, 4);
     let llama = built.out.join("model.gguf");
     use gguf_file::Value as V;
-    type Case = (&'static str, Vec<(&'static str, V)>, Retensor);
     // YaRN over a 4,096-token original context: on these 8-pair heads pairs 0–2 keep their
     // frequency, 3–5 blend and 6–7 are divided by the factor (ggml's correction dims 2 and 6).
     let yarn = |factor: f32| {
@@ -562,39 +478,130 @@ async fn yarn_mistral3_glm4_smollm3_granite_and_olmo2_ggufs_in_process_agree_wit
         ("attention.temperature_scale", V::F32(0.1)),
         ("attention.temperature_length", V::U32(16384)),
     ]);
-    let cases: [Case; 6] = [
-        // Llama with YaRN (a long-context config converted), cos and sin × 1 + 0.1 ln 8.
-        ("llama", yarn(8.0), unchanged),
-        ("mistral3", mistral3, unchanged),
-        // GLM-4: pre- and post-norms, gate and up fused, half of each head rotated.
-        (
-            "glm4",
-            vec![("rope.dimension_count", V::U32(8))],
-            glm4_tensors,
-        ),
-        ("smollm3", vec![], unchanged),
-        (
-            "granite",
-            vec![
-                ("embedding_scale", V::F32(12.0)),
-                ("residual_scale", V::F32(0.22)),
-                ("attention.scale", V::F32(0.09)),
-                ("logit_scale", V::F32(6.0)),
-            ],
-            unchanged,
-        ),
-        ("olmo2", vec![], olmo2_tensors),
-    ];
+    // Llama with YaRN (a long-context config converted), cos and sin × 1 + 0.1 ln 8.
+    let cases = [("llama", yarn(8.0)), ("mistral3", mistral3)];
     let text = lamp_lines();
     let prompts = [("Once upon a time", 8), (text.as_str(), 8)];
-    for (arch, extra, retensor) in cases {
+    for (arch, extra) in cases {
         let gguf = dir.path().join(format!("{arch}.gguf"));
-        relabel(&llama, &gguf, arch, &extra, retensor);
-        if arch == "glm4" {
-            fuse_gate_up(&gguf);
-        }
+        relabel(&llama, &gguf, arch, &extra, unchanged);
         in_process_agrees_with_llama_cpp(&py, &gguf, &gguf, arch, arch, &prompts).await;
     }
+}
+
+/// SmolLM3 (Llama with every fourth layer unrotated), Granite (Llama with embedding, residual,
+/// attention and logit multipliers), OLMo-2 (norms after attention and the MLP instead of
+/// before, Q and K normed across heads, NEOX rotation), GLM-4 (norms before and after, biases
+/// on Q, K and V, gate and up fused, half of each head rotated in adjacent pairs) and LFM2
+/// (blocks 0 and 2 a gated short convolution whose state the decode carries, 1 and 3 attention
+/// with per-head Q and K norms, the head tied) as
+/// `chatgate standin` builds them — four layers, so SmolLM3's fourth is unrotated; the norms
+/// near 1 and each its own — from a corpus tokenizer whose config.json is labelled with the
+/// architecture. Each runs three ways on the same weights: transformers' own modeling code on
+/// the HF folder, llama-cpp-python on the GGUF, and `chatgate serve` on the GGUF. The in-process
+/// model must give transformers' logprobs to 1e-3 nats (both float32: the order of additions
+/// only) and llama.cpp's within float noise (its KV cache is F16). So the GGUF is the
+/// safetensors as each family's converter writes them (Q and K rows permuted for SmolLM3 and
+/// Granite only, the multipliers renamed, GLM-4's norms mapped), and the decoder runs each
+/// architecture as both reference stacks do. Measured against llama.cpp on stand-ins relabelled
+/// from a llama file (before `standin` built these): smollm3 0.007 and 0.006 mean nats, 0.044 at
+/// most; granite 0.00001; olmo2 0.003 and 0.002; glm4 0.005 and 0.008. Rotating SmolLM3's
+/// fourth layer anyway drifts 1.5 and 1.7 mean, Granite without its multipliers 3.7, GLM-4 in
+/// NEOX pairs 1.6, and OLMo-2 with NORM pairs or without its post-norms fails too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smollm3_granite_olmo2_glm4_and_lfm2_standins_agree_with_transformers_and_llama_cpp() {
+    let (Some(py), Some(exe)) = (
+        llama_server::python(),
+        crate::common::transformers_serve::executable(),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let text = lamp_lines();
+    let prompts = [("Once upon a time", 8), (text.as_str(), 8)];
+    // SmolLM3's and Granite's converters write a SentencePiece vocabulary (they are
+    // LlamaModels), OLMo-2's, GLM-4's and LFM2's a byte-level BPE one: each on a tokenizer of
+    // that kind.
+    for (arch, model) in [
+        ("smollm3", "TinyLlama-1.1B-Chat-v1.0"),
+        ("granite", "TinyLlama-1.1B-Chat-v1.0"),
+        ("olmo2", "Qwen2.5-0.5B-Instruct"),
+        ("glm4", "Qwen2.5-0.5B-Instruct"),
+        ("lfm2", "Qwen2.5-0.5B-Instruct"),
+    ] {
+        let source = labelled(model, arch, &dir.path().join(format!("{arch}-source")));
+        let built = build(&Options {
+            from: source,
+            out: dir.path().join(arch),
+            seed: 11,
+            layers: 4,
+            hidden: 64,
+            head_dim: 16,
+            real_shape: false,
+            force: false,
+            reply: None,
+        })
+        .unwrap_or_else(|e| panic!("{arch}: {e}"));
+        assert_eq!(built.model_type, arch, "{:?}", built.notes);
+        assert_eq!(
+            built.gguf_architecture.as_deref(),
+            Some(arch),
+            "{:?}",
+            built.notes
+        );
+        let gguf = built.out.join("model.gguf");
+        if arch == "glm4" {
+            // Glm4Model.set_vocab makes `<|endoftext|>` (151643 in Qwen2.5's vocabulary) the
+            // unknown token where nothing else named one.
+            let info = chatgate::artifacts::read_gguf(&gguf).unwrap();
+            assert_eq!(
+                info.get_u64("tokenizer.ggml.unknown_token_id"),
+                Some(151643)
+            );
+        }
+        let ours = crate::common::gate_workspace::serve_with(chatgate::serve::ServeOptions {
+            model: gguf.clone(),
+            model_name: Some(arch.into()),
+            ..Default::default()
+        })
+        .await;
+        let s = crate::fingerprint_real::transformers_drift(
+            &exe,
+            &built.out,
+            &ours.url(),
+            arch,
+            &prompts,
+        )
+        .await;
+        assert!(
+            s.max <= 1e-3,
+            "in-process {arch} (GGUF) is not transformers' on the stand-in's safetensors: max {:.2e} nats at {} (mean {:.2e})",
+            s.max,
+            s.max_at,
+            s.mean
+        );
+        let llama = llama_server::start(&py, &gguf, arch, &[]);
+        within_float_noise(arch, &llama.url, &ours.url(), arch, &prompts).await;
+        ours.stop().await.expect("stop the server");
+    }
+}
+
+/// A copy of corpus model `model`'s files in `dir` whose config.json names `arch` as its
+/// `model_type` (and nothing else of that architecture: the stand-in's config gives the rest).
+fn labelled(model: &str, arch: &str, dir: &Path) -> PathBuf {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/models")
+        .join(model);
+    crate::common::gate_workspace::copy_dir(&from, dir);
+    let path = dir.join("config.json");
+    // (The corpus's Qwen2.5 has tokenizer files only.)
+    let mut config: Value = std::fs::read(&path)
+        .map(|b| serde_json::from_slice(&b).unwrap())
+        .unwrap_or_else(|_| json!({}));
+    config["model_type"] = json!(arch);
+    config["architectures"] = Value::Null;
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    dir.to_path_buf()
 }
 
 /// LFM2 (`lfm2`: Liquid's LFM2 and LFM2.5 text models) in `chatgate serve` against

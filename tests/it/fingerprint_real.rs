@@ -161,10 +161,19 @@ fn real_file(name: &str) -> Option<PathBuf> {
 /// `/v1/completions` of `prompt`, greedy, `max_tokens` tokens with their top-5 logprobs: the
 /// first choice and the response's `usage`.
 async fn completion(url: &str, model: &str, prompt: &str, max_tokens: u32) -> serde_json::Value {
-    let body = serde_json::json!({
+    completion_of(url, completion_body(model, prompt, max_tokens)).await
+}
+
+/// The request [`completion`] sends.
+fn completion_body(model: &str, prompt: &str, max_tokens: u32) -> serde_json::Value {
+    serde_json::json!({
         "model": model, "prompt": prompt, "max_tokens": max_tokens,
         "temperature": 0, "logprobs": 5,
-    });
+    })
+}
+
+/// The first choice of `/v1/completions` for `body`, with the response's `usage` beside it.
+async fn completion_of(url: &str, body: serde_json::Value) -> serde_json::Value {
     let resp = reqwest::Client::new()
         .post(format!("{url}/v1/completions"))
         .json(&body)
@@ -312,31 +321,58 @@ async fn gemma3_safetensors_in_process_agrees_with_transformers_on_real_weights(
         ("def fibonacci(n):\n", 8),
         (long.as_str(), 4),
     ];
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scripts/models/transformers_topk.py");
-    let out = std::process::Command::new(exe.with_file_name("python"))
-        .arg(&script)
-        .arg(&dir)
-        .arg(serde_json::to_string(&prompts).unwrap())
-        .env("HF_HUB_OFFLINE", "1")
-        .output()
-        .expect("run transformers_topk.py");
-    assert!(
-        out.status.success(),
-        "transformers_topk.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let theirs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("JSON");
     let ours = crate::common::gate_workspace::serve_with(chatgate::serve::ServeOptions {
         model: dir.clone(),
         model_name: Some("gemma3".into()),
         ..Default::default()
     })
     .await;
+    let s = transformers_drift(&exe, &dir, &ours.url(), "gemma3", &prompts).await;
+    assert!(
+        s.max <= 1e-3,
+        "in-process Gemma 3 from safetensors is not transformers' on the same weights: max {:.2e} nats at {} (mean {:.2e})",
+        s.max,
+        s.max_at,
+        s.mean
+    );
+    ours.stop().await.expect("stop the server");
+}
+
+/// transformers' own modeling code on the HF folder `dir`, in float32
+/// (scripts/models/transformers_topk.py, with the python of `exe`'s venv: `transformers serve`
+/// runs that code but returns no logprobs), against `ours_url` serving the same weights as
+/// `model`: each prompt must become the same ids and the same greedy text on both, with at
+/// least 4 shared top tokens a position; returns the gaps between their logprobs.
+pub(crate) async fn transformers_drift(
+    exe: &std::path::Path,
+    dir: &std::path::Path,
+    ours_url: &str,
+    model: &str,
+    prompts: &[(&str, u32)],
+) -> Summary {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts/models/transformers_topk.py");
+    let out = std::process::Command::new(exe.with_file_name("python"))
+        .arg(&script)
+        .arg(dir)
+        .arg(serde_json::to_string(prompts).unwrap())
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .expect("run transformers_topk.py");
+    assert!(
+        out.status.success(),
+        "transformers_topk.py on {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("JSON");
     let mut all = Vec::new();
     for ((prompt, n), t) in prompts.iter().zip(&theirs) {
-        let mine = completion(&ours.url(), "gemma3", prompt, *n).await;
-        let tag = format!("prompt of {} chars", prompt.len());
+        // transformers_topk.py decodes past the end-of-sequence token: so must the server.
+        let mut body = completion_body(model, prompt, *n);
+        body["ignore_eos"] = serde_json::json!(true);
+        let mine = completion_of(ours_url, body).await;
+        let tag = format!("{}, prompt of {} chars", dir.display(), prompt.len());
         assert_eq!(
             mine["usage"]["prompt_tokens"], t["prompt_tokens"],
             "{tag}: not the same ids"
@@ -351,20 +387,14 @@ async fn gemma3_safetensors_in_process_agrees_with_transformers_on_real_weights(
     }
     let s = Summary::of(&all).expect("compared tokens");
     eprintln!(
-        "{} logprobs compared: mean {:.2e}, max {:.2e} at {}",
+        "{}: {} logprobs compared with transformers: mean {:.2e}, max {:.2e} at {}",
+        dir.display(),
         all.len(),
         s.mean,
         s.max,
         s.max_at
     );
-    assert!(
-        s.max <= 1e-3,
-        "in-process Gemma 3 from safetensors is not transformers' on the same weights: max {:.2e} nats at {} (mean {:.2e})",
-        s.max,
-        s.max_at,
-        s.mean
-    );
-    ours.stop().await.expect("stop the server");
+    s
 }
 
 /// A prompt of ~540 Gemma 3 tokens whose answer needs its first lines: past the 512-token
