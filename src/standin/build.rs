@@ -784,13 +784,19 @@ fn llama_variant_keys(
         // other block from the first), the MLP as wide as written (no auto-adjusting), the
         // head tied, and `norm_eps` for every norm.
         "lfm2" => {
-            let source_types = src["layer_types"].as_array().filter(|_| same);
+            let source_layers = src["num_hidden_layers"].as_u64().unwrap_or(0) as usize;
+            let source = if same {
+                weights::lfm2_convolving_blocks(src, source_layers)
+            } else {
+                Vec::new()
+            };
             let types: Vec<&str> = (0..layers)
-                .map(|i| match source_types.and_then(|t| t.get(i)?.as_str()) {
-                    Some("conv") => "conv",
-                    Some(_) => "full_attention",
-                    None if i % 2 == 0 => "conv",
-                    None => "full_attention",
+                .map(|i| {
+                    if source.get(i).copied().unwrap_or(i % 2 == 0) {
+                        "conv"
+                    } else {
+                        "full_attention"
+                    }
                 })
                 .collect();
             c.insert("layer_types".into(), json!(types));

@@ -52,7 +52,7 @@ impl Shape {
             model_type: c["model_type"].as_str().unwrap_or("llama").to_string(),
             vocab: n("vocab_size"),
             hidden: n("hidden_size"),
-            intermediate: n("intermediate_size"),
+            intermediate: lfm2_mlp_width(c).unwrap_or(n("intermediate_size")),
             layers: n("num_hidden_layers"),
             heads: n("num_attention_heads"),
             kv_heads: n("num_key_value_heads"),
@@ -67,12 +67,7 @@ impl Shape {
                 Some("bfloat16") => DType::BF16,
                 _ => DType::F32,
             },
-            convolves: c["layer_types"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|t| t == "conv")
-                .collect(),
+            convolves: lfm2_convolving_blocks(c, n("num_hidden_layers")),
             conv_taps: n("conv_L_cache").max(1),
         }
     }
@@ -96,6 +91,46 @@ impl Shape {
     /// (a real-shape stand-in keeps the real config's `tie_word_embeddings`).
     pub fn tied(&self) -> bool {
         self.gemma() || self.tie_word_embeddings
+    }
+}
+
+/// The width of LFM2's MLP as transformers builds it (`Lfm2MLP`) and llama.cpp's converter
+/// writes it (`LFM2Model._add_feed_forward_length`): with `block_auto_adjust_ff_dim` (the
+/// default), two thirds of `block_ff_dim` (else `intermediate_size`), times
+/// `block_ffn_dim_multiplier`, rounded up to `block_multiple_of`. None for other architectures.
+/// (Without a multiplier transformers leaves the two thirds unrounded where the converter
+/// rounds them: the weights' own width is what the stand-in writes, in both files.)
+fn lfm2_mlp_width(c: &Value) -> Option<usize> {
+    if c["model_type"] != "lfm2" {
+        return None;
+    }
+    let written = c["block_ff_dim"]
+        .as_u64()
+        .or_else(|| c["intermediate_size"].as_u64())? as usize;
+    if !c["block_auto_adjust_ff_dim"].as_bool().unwrap_or(true) {
+        return Some(written);
+    }
+    let mut ff = 2 * written / 3;
+    if let Some(m) = c["block_ffn_dim_multiplier"].as_f64() {
+        ff = (m * ff as f64) as usize;
+        let of = c["block_multiple_of"].as_u64().unwrap_or(256).max(1) as usize;
+        ff = ff.div_ceil(of) * of;
+    }
+    Some(ff)
+}
+
+/// Which of LFM2's blocks convolve: `layer_types` ("conv"), else every block not in
+/// `full_attn_idxs` (older configs; transformers derives the types from it). None convolve in
+/// other architectures.
+pub(super) fn lfm2_convolving_blocks(c: &Value, layers: usize) -> Vec<bool> {
+    if let Some(types) = c["layer_types"].as_array() {
+        return types.iter().map(|t| t == "conv").collect();
+    }
+    match c["full_attn_idxs"].as_array() {
+        Some(attends) if c["model_type"] == "lfm2" => (0..layers)
+            .map(|i| !attends.iter().any(|a| a.as_u64() == Some(i as u64)))
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -596,4 +631,45 @@ fn replies_ending(dir: &std::path::Path, shape: &Shape, term: u32) -> Result<usi
         }
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lfm2MLP's rule, worked by hand: 6656 → 2·6656/3 = 4437 → ×1.0 → up to 18·256 = 4608.
+    #[test]
+    fn an_lfm2_mlp_is_as_wide_as_transformers_builds_it() {
+        let c = |extra: Value| {
+            let mut c = json!({"model_type": "lfm2", "block_ff_dim": 6656, "intermediate_size": 6656,
+                "block_ffn_dim_multiplier": 1.0, "block_multiple_of": 256});
+            c.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            c
+        };
+        assert_eq!(lfm2_mlp_width(&c(json!({}))), Some(4608));
+        let off = c(json!({"block_auto_adjust_ff_dim": false}));
+        assert_eq!(lfm2_mlp_width(&off), Some(6656));
+        // Without a multiplier the two thirds are not rounded.
+        let bare = c(json!({"block_ffn_dim_multiplier": null}));
+        assert_eq!(lfm2_mlp_width(&bare), Some(4437));
+        let llama = json!({"model_type": "llama", "intermediate_size": 6656});
+        assert_eq!(lfm2_mlp_width(&llama), None);
+    }
+
+    /// `layer_types` first; an older config's `full_attn_idxs` otherwise.
+    #[test]
+    fn lfm2_blocks_convolve_as_the_config_lays_them_out() {
+        let types =
+            json!({"model_type": "lfm2", "layer_types": ["conv", "full_attention", "conv"]});
+        assert_eq!(lfm2_convolving_blocks(&types, 3), vec![true, false, true]);
+        let idxs = json!({"model_type": "lfm2", "full_attn_idxs": [1, 3]});
+        assert_eq!(
+            lfm2_convolving_blocks(&idxs, 4),
+            vec![true, false, true, false]
+        );
+        let llama = json!({"model_type": "llama", "full_attn_idxs": [1]});
+        assert!(lfm2_convolving_blocks(&llama, 2).is_empty());
+    }
 }
