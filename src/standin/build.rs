@@ -663,7 +663,7 @@ pub(super) fn tiny_config(
     if model_type == "qwen3" || model_type == "phi3" {
         c.insert("attention_bias".into(), json!(false));
     }
-    llama_variant_keys(&mut c, model_type, &src, o.layers, o.hidden / heads);
+    family_keys(&mut c, model_type, &src, o.layers, o.hidden / heads);
     if model_type == "phi3" {
         // Phi3Config (and llama.cpp's converter) read the pre-scaling context; a stand-in's
         // rope is unscaled, so both are the context it has.
@@ -729,7 +729,7 @@ fn gemma3_keys(c: &mut Map<String, Value>, src: &Value, head_dim: usize, max_pos
 /// The keys that make SmolLM3, Granite, OLMo-2, GLM-4 and LFM2 what they are, as their transformers
 /// configs name them and llama.cpp's converters read them; the source's values where it has
 /// them, else each family's released ones.
-fn llama_variant_keys(
+fn family_keys(
     c: &mut Map<String, Value>,
     model_type: &str,
     src: &Value,

@@ -62,7 +62,8 @@ pub fn write(
     }
     let mut meta = hparams(architecture, name, config, shape);
     // LlamaModel (and SmolLM3Model and GraniteModel, which are LlamaModels), Phi3MiniModel and
-    // Gemma2Model write a SentencePiece vocabulary; Qwen's, OLMo-2's and GLM-4's are BPE.
+    // Gemma2Model write a SentencePiece vocabulary; Qwen's, OLMo-2's, GLM-4's and LFM2's
+    // are BPE.
     let sentencepiece = matches!(
         architecture,
         "llama" | "smollm3" | "granite" | "phi3" | "gemma2" | "gemma3"

@@ -39,8 +39,9 @@ pub struct Shape {
     /// The dtype the weights are written in (config.json's `torch_dtype`: F32, or BF16 for a
     /// real-shape stand-in).
     pub dtype: DType,
-    /// LFM2's blocks that convolve instead of attending (config.json's `layer_types`), and
-    /// how many positions the convolution reads (`conv_L_cache`).
+    /// LFM2's blocks that convolve instead of attending (config.json's `layer_types`, or
+    /// those not in `full_attn_idxs`), and how many positions the convolution reads
+    /// (`conv_L_cache`).
     pub convolves: Vec<bool>,
     pub conv_taps: usize,
 }
@@ -388,26 +389,18 @@ pub(super) fn body(s: &Shape, rng: &mut rand::rngs::StdRng) -> Result<HashMap<St
         }
         if s.model_type == "olmo2" {
             // OLMo-2 norms Q and K across all heads at once (as wide as the projections).
-            t.insert(format!("{p}.self_attn.q_norm.weight"), near_one(q, 3.0)?);
-            t.insert(format!("{p}.self_attn.k_norm.weight"), near_one(kv, 4.0)?);
+            qk_norms(&mut t, &p, "norm", near_one(q, 3.0)?, near_one(kv, 4.0)?);
         }
         t.insert(format!("{p}.self_attn.q_proj.weight"), wq);
         t.insert(format!("{p}.self_attn.k_proj.weight"), wk);
         t.insert(format!("{p}.self_attn.v_proj.weight"), wv);
         if s.model_type == "qwen3" {
-            t.insert(format!("{p}.self_attn.q_norm.weight"), ones(s.head_dim)?);
-            t.insert(format!("{p}.self_attn.k_norm.weight"), ones(s.head_dim)?);
+            qk_norms(&mut t, &p, "norm", ones(s.head_dim)?, ones(s.head_dim)?);
         }
         if s.model_type == "gemma3_text" {
             // Gemma 3's per-head norms, 1 + 0.
-            t.insert(
-                format!("{p}.self_attn.q_norm.weight"),
-                filled(s.head_dim, 0.0)?,
-            );
-            t.insert(
-                format!("{p}.self_attn.k_norm.weight"),
-                filled(s.head_dim, 0.0)?,
-            );
+            let zero = filled(s.head_dim, 0.0)?;
+            qk_norms(&mut t, &p, "norm", zero.clone(), zero);
         }
         if s.model_type == "glm4" {
             // Glm4MLP, as Phi-3's: gate_up_proj's output is (gate, up).
@@ -477,15 +470,16 @@ fn lfm2_block(
     t.insert(format!("{p}.self_attn.k_proj.weight"), wk);
     t.insert(format!("{p}.self_attn.v_proj.weight"), wv);
     t.insert(format!("{p}.self_attn.out_proj.weight"), wo);
-    t.insert(
-        format!("{p}.self_attn.q_layernorm.weight"),
-        near_one(s.head_dim, 2.0)?,
-    );
-    t.insert(
-        format!("{p}.self_attn.k_layernorm.weight"),
-        near_one(s.head_dim, 3.0)?,
-    );
+    let (qn, kn) = (near_one(s.head_dim, 2.0)?, near_one(s.head_dim, 3.0)?);
+    qk_norms(&mut t, p, "layernorm", qn, kn);
     Ok(t)
+}
+
+/// Q and K norm weights, `{p}.self_attn.q_{name}.weight` and `k_{name}` (`norm` in Qwen3,
+/// Gemma 3 and OLMo-2, `layernorm` in LFM2).
+fn qk_norms(t: &mut HashMap<String, Tensor>, p: &str, name: &str, q: Tensor, k: Tensor) {
+    t.insert(format!("{p}.self_attn.q_{name}.weight"), q);
+    t.insert(format!("{p}.self_attn.k_{name}.weight"), k);
 }
 
 /// `m` with row `i` replaced.

@@ -565,7 +565,7 @@ async fn smollm3_granite_olmo2_glm4_and_lfm2_standins_agree_with_transformers_an
             ..Default::default()
         })
         .await;
-        let s = crate::fingerprint_real::transformers_drift(
+        crate::fingerprint_real::agrees_with_transformers(
             &exe,
             &built.out,
             &ours.url(),
@@ -573,13 +573,6 @@ async fn smollm3_granite_olmo2_glm4_and_lfm2_standins_agree_with_transformers_an
             &prompts,
         )
         .await;
-        assert!(
-            s.max <= 1e-3,
-            "in-process {arch} (GGUF) is not transformers' on the stand-in's safetensors: max {:.2e} nats at {} (mean {:.2e})",
-            s.max,
-            s.max_at,
-            s.mean
-        );
         let llama = llama_server::start(&py, &gguf, arch, &[]);
         within_float_noise(arch, &llama.url, &ours.url(), arch, &prompts).await;
         ours.stop().await.expect("stop the server");
